@@ -1,0 +1,2 @@
+//! kafka-consumer (in progress)
+pub mod protocol;

@@ -1,0 +1,36 @@
+//! One module per API. Each declares its request and response layouts once, with the
+//! version range of every field (see [`wire_struct!`](crate::wire_struct)), and implements
+//! [`Api`] for its request type.
+//!
+//! Struct names follow the Kafka JSON schemas (`clients/src/main/resources/common/message/`),
+//! field names are their snake_case forms.
+
+use super::message::Wire;
+
+pub mod api_versions;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+
+/// A request type of one Kafka API.
+pub trait Api: Wire {
+    /// The API key.
+    const KEY: i16;
+    /// Name for logs and errors.
+    const NAME: &'static str;
+    /// Lowest version we can speak.
+    const MIN_VERSION: i16;
+    /// Highest version we can speak.
+    const MAX_VERSION: i16;
+    /// First flexible version (KIP-482).
+    const FLEXIBLE_FROM: i16;
+    /// The response type.
+    type Response: Wire;
+}
+
+/// Picks the highest version both sides support, given the broker's range for this API.
+/// `None` when the ranges do not overlap.
+pub fn negotiate<A: Api>(broker_min: i16, broker_max: i16) -> Option<i16> {
+    let hi = broker_max.min(A::MAX_VERSION);
+    (hi >= broker_min.max(A::MIN_VERSION)).then_some(hi)
+}
