@@ -1,1 +1,2159 @@
-//! placeholder
+//! Record batches (magic 2): batch framing, decompression, records, headers, control records.
+//!
+//! A fetched partition's `Records` field is a concatenation of record batches
+//! (protocol.md §8.4). Decoding happens in three lazy, allocation-free steps:
+//!
+//! ```text
+//!  record set ──BatchIter──▶ RawBatch { header, records } ──decompress (if compressed)──▶ bytes
+//!                                                 │                                          │
+//!                                                 └──────────────RecordIter◀─────────────────┘
+//!                                                                   │
+//!                                              RecordRef { offset, timestamp, key/value/header ranges }
+//!                                                                   │
+//!                                                              HeaderIter (lazy)
+//! ```
+//!
+//! Invariants this module keeps:
+//!
+//! 1. Nothing read from the wire is trusted: every length, count and varint is checked against
+//!    the bytes that remain before it is used, and no input can make these functions panic.
+//! 2. A trailing batch cut short by the broker's byte limits (fewer than 12 bytes left, or a
+//!    `batchLength` reaching past the end) is not an error: [`BatchIter`] just ends.
+//!    Everything else that is malformed is an error, after which [`BatchIter`] and
+//!    [`RecordIter`] yield `None` (they are fused).
+//! 3. A [`BatchHeader`] that came out of [`BatchIter`] has magic 2, a known compression code,
+//!    `batchLength >= 49`, `recordCount >= 0`, and (when asked for) a valid CRC-32C.
+//! 4. [`RecordIter`] validates each record completely (lengths, null markers, UTF-8 header
+//!    keys, no bytes left over) before yielding it, and yields exactly `recordCount` records
+//!    followed by nothing, so [`HeaderIter`] over a yielded record can never meet bad input.
+//! 5. Decompression never trusts a size field: output is produced in chunks and stops with
+//!    [`RecordError::DecompressedTooLarge`] as soon as it would exceed the caller's limit.
+//! 6. Offsets and timestamps are computed as the broker does (`baseOffset + offsetDelta`;
+//!    `baseTimestamp + timestampDelta`, or `maxTimestamp` for LogAppendTime). Records before
+//!    the fetch offset are yielded too: a compressed batch comes back whole, and trimming is
+//!    the caller's job.
+
+use std::fmt;
+
+use crate::protocol::wire::{DecodeError, DecodeErrorKind, Reader};
+
+/// Size of the fixed record batch header that precedes the records section.
+pub const BATCH_HEADER_SIZE: usize = 61;
+
+/// `baseOffset` + `batchLength`: the bytes before what `batchLength` counts.
+const LOG_OVERHEAD: usize = 12;
+/// The smallest `batchLength` of a magic-2 batch (its header minus [`LOG_OVERHEAD`]).
+const MIN_BATCH_LENGTH: i32 = (BATCH_HEADER_SIZE - LOG_OVERHEAD) as i32;
+/// The smallest `batchLength`/message size of any magic (legacy v0 message overhead).
+const MIN_ANY_MAGIC_LENGTH: i32 = 14;
+/// Byte offset of the magic byte within a batch.
+const MAGIC_OFFSET: usize = 16;
+/// The CRC covers the batch from the attributes to its end.
+const CRC_START: usize = 21;
+
+const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+const ATTR_CONTROL: i16 = 0x20;
+
+/// The compression codec of a record batch (attribute bits 0–2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Code 0: the records section is stored as is.
+    None,
+    /// Code 1: an RFC 1952 gzip stream.
+    Gzip,
+    /// Code 2: snappy (xerial-framed as the Java producer writes it, or a raw block).
+    Snappy,
+    /// Code 3: the LZ4 frame format.
+    Lz4,
+    /// Code 4: Zstandard frames.
+    Zstd,
+}
+
+/// How the timestamps of a batch's records were assigned (attribute bit 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimestampType {
+    /// The record has no timestamp. Never produced by a magic-2 batch; kept for records that
+    /// come from elsewhere (it mirrors the Java client's `NO_TIMESTAMP_TYPE`).
+    NotAvailable,
+    /// The producer set the timestamp when it created the record.
+    CreateTime,
+    /// The broker set the timestamp when it appended the batch; every record of the batch
+    /// carries the batch's `maxTimestamp`.
+    LogAppendTime,
+}
+
+/// The fixed 61-byte header of a magic-2 record batch (protocol.md §8.4), field by field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchHeader {
+    /// Offset of the first record (before compaction).
+    pub base_offset: i64,
+    /// Bytes of the batch after this field; the whole batch is `12 + batch_length` bytes.
+    pub batch_length: i32,
+    /// Leader epoch of the partition when the batch was written.
+    pub partition_leader_epoch: i32,
+    /// Format version; always 2 for a header produced by [`BatchIter`].
+    pub magic: i8,
+    /// CRC-32C of the batch from the attributes to its end.
+    pub crc: u32,
+    /// Compression, timestamp type, transactional and control flags.
+    pub attributes: i16,
+    /// Offset of the last record relative to `base_offset` (valid even if compacted away).
+    pub last_offset_delta: i32,
+    /// Timestamp of the first record (or the delete horizon, KIP-534; record timestamp deltas
+    /// are relative to it either way).
+    pub base_timestamp: i64,
+    /// Largest timestamp of the batch; the timestamp of every record for LogAppendTime.
+    pub max_timestamp: i64,
+    /// Producer id, −1 if the producer is not idempotent.
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub producer_epoch: i16,
+    /// Sequence number of the first record, for idempotence.
+    pub base_sequence: i32,
+    /// Number of records in the batch.
+    pub record_count: i32,
+}
+
+/// One complete record batch borrowed from a record set, not yet decompressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawBatch<'a> {
+    /// The decoded header.
+    pub header: BatchHeader,
+    /// The records section after the 61-byte header: the records themselves, or one
+    /// compressed blob holding them (see [`BatchHeader::compression`]).
+    pub records: &'a [u8],
+    /// Byte offset of the batch within the record set given to [`BatchIter::new`].
+    pub start: usize,
+}
+
+/// Iterates over the record batches of a record set (a fetch response's `Records`).
+///
+/// Yields each complete batch; a partial trailing batch ends the iteration silently. After an
+/// error it yields `None`.
+#[derive(Debug, Clone)]
+pub struct BatchIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    check_crc: bool,
+    done: bool,
+}
+
+/// One record, validated, with its key, value and headers as byte ranges of the records buffer.
+///
+/// Ranges are `(start, len)` relative to the slice given to [`RecordIter::new`]; use
+/// [`RecordRef::key`], [`RecordRef::value`] and [`RecordRef::headers`] with that same slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordRef {
+    /// Absolute offset: `baseOffset + offsetDelta`.
+    pub offset: i64,
+    /// `baseTimestamp + timestampDelta` for CreateTime, `maxTimestamp` for LogAppendTime.
+    pub timestamp: i64,
+    /// The key's `(start, len)`, `None` for a null key.
+    pub key: Option<(u32, u32)>,
+    /// The value's `(start, len)`, `None` for a null value (a tombstone).
+    pub value: Option<(u32, u32)>,
+    /// `(start, len)` of the header section (the headers after their count).
+    pub headers: (u32, u32),
+    /// Number of headers in the header section.
+    pub header_count: u32,
+}
+
+/// Iterates over the records of one batch's (uncompressed) records section.
+///
+/// Yields exactly `record_count` records, each fully validated; then an error if bytes are
+/// left over, or if the section holds fewer records than the header says. Never allocates.
+#[derive(Debug, Clone)]
+pub struct RecordIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    remaining: u32,
+    base_offset: i64,
+    base_timestamp: i64,
+    /// `Some(maxTimestamp)` for LogAppendTime batches.
+    log_append_time: Option<i64>,
+    /// An error to report on the first call (a header that cannot describe `buf`).
+    pending: Option<&'static str>,
+    done: bool,
+}
+
+/// Iterates lazily over a record's header section: `(key, value)` pairs in wire order
+/// (duplicate keys are legal and kept). Stops at the first malformed header, which cannot
+/// happen for a section that [`RecordIter`] yielded.
+#[derive(Debug, Clone)]
+pub struct HeaderIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    remaining: u32,
+}
+
+/// The marker a control record carries (protocol.md §8.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ControlType {
+    /// Type 0: the producer's transaction was aborted.
+    Abort,
+    /// Type 1: the producer's transaction was committed.
+    Commit,
+    /// Any other type (2+ are KRaft-internal and do not appear on user topics).
+    Other(i16),
+}
+
+/// Why a record batch or a record could not be decoded. It names no topic or partition; the
+/// caller adds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// A field is truncated, a length or count is out of range, a varint is too long, a
+    /// header key is not UTF-8, or a record has bytes left over.
+    Decode(DecodeError),
+    /// The CRC-32C stored in the batch does not match its contents.
+    CrcMismatch {
+        /// `baseOffset` of the corrupt batch.
+        base_offset: i64,
+        /// The CRC stored in the batch.
+        expected: u32,
+        /// The CRC computed over the bytes received.
+        computed: u32,
+    },
+    /// The batch's magic byte is not 2 (0 and 1 are legacy message sets, not supported).
+    UnsupportedMagic(i8),
+    /// Compression code (attribute bits 0–2) 5, 6 or 7.
+    UnknownCompression(i16),
+    /// The batch uses a codec whose cargo feature is disabled (the feature's name).
+    CodecDisabled(&'static str),
+    /// The codec rejected the compressed data.
+    Decompress {
+        /// The codec's name (`"gzip"`, `"snappy"`, `"lz4"`, `"zstd"`).
+        codec: &'static str,
+        /// What the codec said.
+        reason: String,
+    },
+    /// Decompressing would produce more than the caller's limit.
+    DecompressedTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A structural rule is broken (the text says which).
+    Invalid(&'static str),
+}
+
+impl Compression {
+    /// The codec for a compression code (attribute bits 0–2).
+    ///
+    /// # Errors
+    /// [`RecordError::UnknownCompression`] for codes other than 0–4.
+    pub fn from_code(code: i16) -> Result<Compression, RecordError> {
+        match code {
+            0 => Ok(Compression::None),
+            1 => Ok(Compression::Gzip),
+            2 => Ok(Compression::Snappy),
+            3 => Ok(Compression::Lz4),
+            4 => Ok(Compression::Zstd),
+            _ => Err(RecordError::UnknownCompression(code)),
+        }
+    }
+
+    /// The codec's wire code.
+    pub fn code(self) -> i16 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+        }
+    }
+
+    /// The codec's name, which is also the name of its cargo feature (`"none"` for none).
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+impl BatchHeader {
+    /// Parses the 61-byte header at the start of `batch` (no validation beyond the length).
+    fn parse(batch: &[u8]) -> Result<BatchHeader, DecodeError> {
+        let mut r = Reader::new(batch);
+        Ok(BatchHeader {
+            base_offset: r.i64()?,
+            batch_length: r.i32()?,
+            partition_leader_epoch: r.i32()?,
+            magic: r.i8()?,
+            crc: r.u32()?,
+            attributes: r.i16()?,
+            last_offset_delta: r.i32()?,
+            base_timestamp: r.i64()?,
+            max_timestamp: r.i64()?,
+            producer_id: r.i64()?,
+            producer_epoch: r.i16()?,
+            base_sequence: r.i32()?,
+            record_count: r.i32()?,
+        })
+    }
+
+    /// The batch's compression codec.
+    ///
+    /// [`BatchIter`] rejects unknown codes (5–7) with [`RecordError::UnknownCompression`], so
+    /// for a header it produced this is exact. On a hand-built header with an unknown code it
+    /// returns [`Compression::None`]; use [`Compression::from_code`] to check such a header.
+    pub fn compression(&self) -> Compression {
+        Compression::from_code(self.attributes & ATTR_COMPRESSION_MASK).unwrap_or(Compression::None)
+    }
+
+    /// How the record timestamps were assigned.
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & ATTR_TIMESTAMP_TYPE != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+
+    /// Whether the batch belongs to a transaction.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// Whether the batch holds a control record (a transaction marker), never to be delivered.
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// Offset of the batch's last record: `base_offset + last_offset_delta` (saturating).
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
+    }
+
+    /// The offset to fetch after this batch: `last_offset() + 1` (saturating). The position
+    /// moves here even when the batch is skipped (control, aborted) or its records were
+    /// compacted away.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset().saturating_add(1)
+    }
+}
+
+impl<'a> BatchIter<'a> {
+    /// Iterates over the batches of `record_set`, checking each batch's CRC-32C when
+    /// `check_crc` is true (the consumer's `check.crcs`, on by default in Java).
+    pub fn new(record_set: &'a [u8], check_crc: bool) -> Self {
+        BatchIter {
+            buf: record_set,
+            pos: 0,
+            check_crc,
+            done: false,
+        }
+    }
+
+    /// Byte offset of the next batch not yet yielded. Once the iteration has ended without an
+    /// error, `record_set.len() - position()` is the size of the ignored partial trailing
+    /// batch (non-zero with no batch yielded means the partition byte limit is too small).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RawBatch<'a>>, RecordError> {
+        let rest = &self.buf[self.pos..];
+        if rest.len() < LOG_OVERHEAD {
+            return Ok(None);
+        }
+        let mut r = Reader::new(rest);
+        let base_offset = r.i64()?;
+        let batch_length = r.i32()?;
+        if batch_length < MIN_ANY_MAGIC_LENGTH {
+            return Err(bad_length(batch_length, "RecordBatch.batchLength"));
+        }
+        let total = LOG_OVERHEAD + batch_length as usize;
+        if total > rest.len() {
+            // A partial trailing batch, cut by the fetch byte limits: not an error.
+            return Ok(None);
+        }
+        let batch = &rest[..total];
+        let magic = batch[MAGIC_OFFSET] as i8;
+        if magic != 2 {
+            return Err(RecordError::UnsupportedMagic(magic));
+        }
+        if batch_length < MIN_BATCH_LENGTH {
+            return Err(bad_length(batch_length, "RecordBatch.batchLength"));
+        }
+        let header = BatchHeader::parse(batch).map_err(|e| e.context("RecordBatch"))?;
+        if self.check_crc {
+            let computed = crc32c::crc32c(&batch[CRC_START..]);
+            if computed != header.crc {
+                return Err(RecordError::CrcMismatch {
+                    base_offset,
+                    expected: header.crc,
+                    computed,
+                });
+            }
+        }
+        Compression::from_code(header.attributes & ATTR_COMPRESSION_MASK)?;
+        if header.record_count < 0 {
+            return Err(bad_length(header.record_count, "RecordBatch.recordCount"));
+        }
+        let start = self.pos;
+        self.pos += total;
+        Ok(Some(RawBatch {
+            header,
+            records: &batch[BATCH_HEADER_SIZE..],
+            start,
+        }))
+    }
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = Result<RawBatch<'a>, RecordError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_batch() {
+            Ok(Some(b)) => Some(Ok(b)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for BatchIter<'_> {}
+
+/// Appends the decompressed records section `input` (compressed with `c`) to `out`.
+///
+/// `out` is typically a buffer reused across batches; clearing it is the caller's job. At
+/// most `limit` bytes are appended: the output is produced in chunks and no size field in the
+/// input is trusted. Snappy accepts the xerial framing the Java producer writes, a plain raw
+/// block, and the standard snappy framing format; gzip accepts concatenated members; zstd
+/// accepts concatenated and skippable frames. On error `out` is left as it was.
+///
+/// # Errors
+/// [`RecordError::DecompressedTooLarge`] past `limit`; [`RecordError::CodecDisabled`] when the
+/// codec's cargo feature is off; [`RecordError::Decompress`] when the codec rejects the input.
+pub fn decompress(
+    c: Compression,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), RecordError> {
+    let start = out.len();
+    let result = match c {
+        Compression::None => {
+            if input.len() > limit {
+                Err(RecordError::DecompressedTooLarge { limit })
+            } else {
+                out.extend_from_slice(input);
+                Ok(())
+            }
+        }
+        Compression::Gzip => codec::gzip(input, out, limit),
+        Compression::Snappy => codec::snappy(input, out, limit),
+        Compression::Lz4 => codec::lz4(input, out, limit),
+        Compression::Zstd => codec::zstd(input, out, limit),
+    };
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+/// The codecs, each behind its cargo feature.
+mod codec {
+    use super::RecordError;
+
+    /// Reads `reader` to its end into `out`, failing once more than `limit` bytes came out.
+    #[cfg(any(
+        feature = "gzip",
+        feature = "snappy",
+        feature = "lz4",
+        feature = "zstd"
+    ))]
+    pub(super) fn read_limited<R: std::io::Read>(
+        reader: R,
+        out: &mut Vec<u8>,
+        limit: usize,
+        codec: &'static str,
+    ) -> Result<(), RecordError> {
+        use std::io::Read;
+        let start = out.len();
+        // One byte past the limit tells "exactly at the limit" from "over it".
+        let cap = (limit as u64).saturating_add(1);
+        reader
+            .take(cap)
+            .read_to_end(out)
+            .map_err(|e| failed(codec, e))?;
+        if out.len() - start > limit {
+            return Err(RecordError::DecompressedTooLarge { limit });
+        }
+        Ok(())
+    }
+
+    #[cfg(any(
+        feature = "gzip",
+        feature = "snappy",
+        feature = "lz4",
+        feature = "zstd"
+    ))]
+    fn failed(codec: &'static str, e: impl std::fmt::Display) -> RecordError {
+        RecordError::Decompress {
+            codec,
+            reason: e.to_string(),
+        }
+    }
+
+    #[cfg(feature = "gzip")]
+    pub(super) fn gzip(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+        read_limited(flate2::read::MultiGzDecoder::new(input), out, limit, "gzip")
+    }
+
+    #[cfg(not(feature = "gzip"))]
+    pub(super) fn gzip(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+        Err(RecordError::CodecDisabled("gzip"))
+    }
+
+    /// Header of the xerial snappy framing: magic, then int32 version and compatible version.
+    #[cfg(feature = "snappy")]
+    pub(super) const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+    #[cfg(feature = "snappy")]
+    const XERIAL_HEADER_LEN: usize = 16;
+    /// The stream identifier chunk that opens the standard snappy framing format.
+    #[cfg(feature = "snappy")]
+    const SNAPPY_FRAME_MAGIC: [u8; 10] = [0xff, 0x06, 0, 0, b's', b'N', b'a', b'P', b'p', b'Y'];
+
+    /// Neither magic can open a valid raw block (both decode to a copy before any literal),
+    /// so telling the three apart by their first bytes is unambiguous.
+    #[cfg(feature = "snappy")]
+    pub(super) fn snappy(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+        if input.starts_with(&XERIAL_MAGIC) {
+            xerial(input, out, limit)
+        } else if input.starts_with(&SNAPPY_FRAME_MAGIC) {
+            read_limited(snap::read::FrameDecoder::new(input), out, limit, "snappy")
+        } else {
+            raw_snappy(input, out, limit, limit).map(|_| ())
+        }
+    }
+
+    #[cfg(not(feature = "snappy"))]
+    pub(super) fn snappy(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+        Err(RecordError::CodecDisabled("snappy"))
+    }
+
+    /// Xerial framing: header, then `[int32 length][raw block]` chunks. A header may appear
+    /// again between chunks (concatenated streams), as xerial's own reader allows.
+    #[cfg(feature = "snappy")]
+    fn xerial(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+        let mut rest = input;
+        let mut budget = limit;
+        while !rest.is_empty() {
+            if rest.starts_with(&XERIAL_MAGIC) {
+                if rest.len() < XERIAL_HEADER_LEN {
+                    return Err(failed("snappy", "truncated xerial header"));
+                }
+                rest = &rest[XERIAL_HEADER_LEN..];
+                continue;
+            }
+            if rest.len() < 4 {
+                return Err(failed("snappy", "truncated xerial chunk length"));
+            }
+            let (len, tail) = rest.split_at(4);
+            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+            if len < 0 || len as usize > tail.len() {
+                return Err(failed(
+                    "snappy",
+                    format_args!("xerial chunk length {len} with {} bytes left", tail.len()),
+                ));
+            }
+            let (block, next) = tail.split_at(len as usize);
+            budget -= raw_snappy(block, out, budget, limit)?;
+            rest = next;
+        }
+        Ok(())
+    }
+
+    /// Decompresses one raw snappy block, checking its declared length against `budget` (what
+    /// is left of `limit`) before allocating. Returns the bytes appended.
+    #[cfg(feature = "snappy")]
+    fn raw_snappy(
+        block: &[u8],
+        out: &mut Vec<u8>,
+        budget: usize,
+        limit: usize,
+    ) -> Result<usize, RecordError> {
+        let n = snap::raw::decompress_len(block).map_err(|e| failed("snappy", e))?;
+        if n > budget {
+            return Err(RecordError::DecompressedTooLarge { limit });
+        }
+        let start = out.len();
+        out.resize(start + n, 0);
+        match snap::raw::Decoder::new().decompress(block, &mut out[start..]) {
+            Ok(written) => {
+                out.truncate(start + written);
+                Ok(written)
+            }
+            Err(e) => {
+                out.truncate(start);
+                Err(failed("snappy", e))
+            }
+        }
+    }
+
+    #[cfg(feature = "lz4")]
+    pub(super) fn lz4(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+        read_limited(lz4_flex::frame::FrameDecoder::new(input), out, limit, "lz4")
+    }
+
+    #[cfg(not(feature = "lz4"))]
+    pub(super) fn lz4(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+        Err(RecordError::CodecDisabled("lz4"))
+    }
+
+    /// `ruzstd`'s streaming decoder reads one frame; loop over concatenated frames and step
+    /// over skippable ones.
+    #[cfg(feature = "zstd")]
+    pub(super) fn zstd(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        use ruzstd::decoding::StreamingDecoder;
+
+        let start = out.len();
+        let mut rest = input;
+        while !rest.is_empty() {
+            let budget = limit - (out.len() - start);
+            match StreamingDecoder::new(&mut rest) {
+                Ok(mut decoder) => read_limited(&mut decoder, out, budget, "zstd")?,
+                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                    length,
+                    ..
+                })) => {
+                    // The 8-byte skippable-frame header was consumed; skip its payload.
+                    let length = length as usize;
+                    if length > rest.len() {
+                        return Err(failed("zstd", "truncated skippable frame"));
+                    }
+                    rest = &rest[length..];
+                }
+                Err(e) => return Err(failed("zstd", e)),
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "zstd"))]
+    pub(super) fn zstd(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+        Err(RecordError::CodecDisabled("zstd"))
+    }
+}
+
+impl RecordRef {
+    /// The key's bytes, `None` for a null key.
+    ///
+    /// # Panics
+    /// If `records` is shorter than the buffer the record was parsed from.
+    pub fn key<'a>(&self, records: &'a [u8]) -> Option<&'a [u8]> {
+        self.key.map(|r| slice(records, r))
+    }
+
+    /// The value's bytes, `None` for a null value.
+    ///
+    /// # Panics
+    /// If `records` is shorter than the buffer the record was parsed from.
+    pub fn value<'a>(&self, records: &'a [u8]) -> Option<&'a [u8]> {
+        self.value.map(|r| slice(records, r))
+    }
+
+    /// The headers, lazily.
+    ///
+    /// # Panics
+    /// If `records` is shorter than the buffer the record was parsed from.
+    pub fn headers<'a>(&self, records: &'a [u8]) -> HeaderIter<'a> {
+        HeaderIter::new(slice(records, self.headers), self.header_count)
+    }
+}
+
+fn slice(buf: &[u8], (start, len): (u32, u32)) -> &[u8] {
+    &buf[start as usize..start as usize + len as usize]
+}
+
+impl<'a> RecordIter<'a> {
+    /// Iterates over the records of the batch with `header`, in `records`: the batch's
+    /// records section, decompressed if the batch is compressed.
+    pub fn new(header: &BatchHeader, records: &'a [u8]) -> Self {
+        let pending = if header.record_count < 0 {
+            Some("negative record count")
+        } else if u32::try_from(records.len()).is_err() {
+            Some("records section larger than 4 GiB")
+        } else {
+            None
+        };
+        RecordIter {
+            buf: records,
+            pos: 0,
+            remaining: header.record_count.max(0) as u32,
+            base_offset: header.base_offset,
+            base_timestamp: header.base_timestamp,
+            log_append_time: match header.timestamp_type() {
+                TimestampType::LogAppendTime => Some(header.max_timestamp),
+                _ => None,
+            },
+            pending,
+            done: false,
+        }
+    }
+
+    /// Records not yet yielded.
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    fn record(&mut self) -> Result<RecordRef, RecordError> {
+        let buf = self.buf;
+        let mut p = self.pos;
+        if p == buf.len() {
+            return Err(RecordError::Invalid(
+                "the batch holds fewer records than its record count",
+            ));
+        }
+        let len = varint(buf, &mut p).map_err(|e| e.context("Record.length"))?;
+        if len < 0 {
+            return Err(bad_length(len, "Record.length"));
+        }
+        let left = buf.len() - p;
+        if len as usize > left {
+            return Err(RecordError::Decode(
+                DecodeError::new(DecodeErrorKind::Truncated {
+                    needed: len as usize,
+                    remaining: left,
+                })
+                .context("Record"),
+            ));
+        }
+        let end = p + len as usize;
+        // Every read below is bounded by the record's own length.
+        let rec = &buf[..end];
+        if p == end {
+            return Err(truncated(0, "Record.attributes"));
+        }
+        p += 1; // attributes: unused
+        let ts_delta = varlong(rec, &mut p).map_err(|e| e.context("Record.timestampDelta"))?;
+        let offset_delta = varint(rec, &mut p).map_err(|e| e.context("Record.offsetDelta"))?;
+        let key = bytes_range(rec, &mut p, "Record.key")?;
+        let value = bytes_range(rec, &mut p, "Record.value")?;
+        let count = varint(rec, &mut p).map_err(|e| e.context("Record.headerCount"))?;
+        // Each header takes at least two bytes (key length, value length).
+        if count < 0 || count as usize > (end - p) / 2 {
+            return Err(bad_length(count, "Record.headerCount"));
+        }
+        let headers_start = p;
+        for _ in 0..count {
+            let klen = varint(rec, &mut p).map_err(|e| e.context("Header.key"))?;
+            if klen < 0 || klen as usize > end - p {
+                return Err(bad_length(klen, "Header.key"));
+            }
+            let k = &rec[p..p + klen as usize];
+            if std::str::from_utf8(k).is_err() {
+                return Err(RecordError::Decode(
+                    DecodeError::new(DecodeErrorKind::InvalidUtf8).context("Header.key"),
+                ));
+            }
+            p += klen as usize;
+            bytes_range(rec, &mut p, "Header.value")?;
+        }
+        if p != end {
+            return Err(RecordError::Decode(
+                DecodeError::new(DecodeErrorKind::TrailingBytes(end - p)).context("Record"),
+            ));
+        }
+        let offset = self
+            .base_offset
+            .checked_add(offset_delta as i64)
+            .ok_or(RecordError::Invalid("record offset overflows int64"))?;
+        let timestamp = match self.log_append_time {
+            Some(t) => t,
+            None => self
+                .base_timestamp
+                .checked_add(ts_delta)
+                .ok_or(RecordError::Invalid("record timestamp overflows int64"))?,
+        };
+        self.pos = end;
+        // Positions fit in u32: `new` checked the buffer's length.
+        Ok(RecordRef {
+            offset,
+            timestamp,
+            key,
+            value,
+            headers: (headers_start as u32, (end - headers_start) as u32),
+            header_count: count as u32,
+        })
+    }
+}
+
+impl Iterator for RecordIter<'_> {
+    type Item = Result<RecordRef, RecordError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if let Some(what) = self.pending {
+            self.done = true;
+            return Some(Err(RecordError::Invalid(what)));
+        }
+        if self.remaining == 0 {
+            self.done = true;
+            let extra = self.buf.len() - self.pos;
+            if extra == 0 {
+                return None;
+            }
+            return Some(Err(RecordError::Decode(
+                DecodeError::new(DecodeErrorKind::TrailingBytes(extra))
+                    .context("RecordBatch.records"),
+            )));
+        }
+        match self.record() {
+            Ok(r) => {
+                self.remaining -= 1;
+                Some(Ok(r))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            (0, Some(0))
+        } else {
+            // One more item for a possible trailing-bytes or pending error.
+            (0, Some(self.remaining as usize + 1))
+        }
+    }
+}
+
+impl std::iter::FusedIterator for RecordIter<'_> {}
+
+impl<'a> HeaderIter<'a> {
+    /// Iterates over `count` headers in `section` (a record's header section, see
+    /// [`RecordRef::headers`]).
+    pub fn new(section: &'a [u8], count: u32) -> Self {
+        HeaderIter {
+            buf: section,
+            pos: 0,
+            remaining: count,
+        }
+    }
+
+    fn header(&mut self) -> Option<(&'a str, Option<&'a [u8]>)> {
+        let buf = self.buf;
+        let mut p = self.pos;
+        let klen = varint(buf, &mut p).ok()?;
+        let key = buf.get(p..p.checked_add(usize::try_from(klen).ok()?)?)?;
+        let key = std::str::from_utf8(key).ok()?;
+        p += key.len();
+        let vlen = varint(buf, &mut p).ok()?;
+        let value = if vlen == -1 {
+            None
+        } else {
+            let v = buf.get(p..p.checked_add(usize::try_from(vlen).ok()?)?)?;
+            p += v.len();
+            Some(v)
+        };
+        self.pos = p;
+        Some((key, value))
+    }
+}
+
+impl<'a> Iterator for HeaderIter<'a> {
+    type Item = (&'a str, Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        match self.header() {
+            Some(h) => {
+                self.remaining -= 1;
+                Some(h)
+            }
+            None => {
+                self.remaining = 0;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.remaining as usize))
+    }
+}
+
+impl std::iter::FusedIterator for HeaderIter<'_> {}
+
+/// Reads the marker of a control record from its key (`int16 version, int16 type`).
+/// Versions above 0 are read as version 0, as the Java client does.
+///
+/// # Errors
+/// [`RecordError::Decode`] if the key is shorter than 4 bytes;
+/// [`RecordError::Invalid`] if the version is negative.
+pub fn control_type(key: &[u8]) -> Result<ControlType, RecordError> {
+    let mut r = Reader::new(key);
+    let version = r.i16().map_err(|e| e.context("ControlRecordKey.version"))?;
+    let kind = r.i16().map_err(|e| e.context("ControlRecordKey.type"))?;
+    if version < 0 {
+        return Err(RecordError::Invalid("negative control record key version"));
+    }
+    Ok(match kind {
+        0 => ControlType::Abort,
+        1 => ControlType::Commit,
+        other => ControlType::Other(other),
+    })
+}
+
+impl From<DecodeError> for RecordError {
+    fn from(e: DecodeError) -> Self {
+        RecordError::Decode(e)
+    }
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordError::Decode(e) => write!(f, "malformed record batch: {e}"),
+            RecordError::CrcMismatch {
+                base_offset,
+                expected,
+                computed,
+            } => write!(
+                f,
+                "record batch at offset {base_offset} is corrupt: stored CRC-32C {expected:#010x}, \
+                 computed {computed:#010x}"
+            ),
+            RecordError::UnsupportedMagic(m) => write!(
+                f,
+                "record batch magic {m} is not supported: only magic 2 record batches are \
+                 (legacy message sets, magic 0 and 1, are not supported)"
+            ),
+            RecordError::UnknownCompression(c) => {
+                write!(f, "record batch uses unknown compression code {c}")
+            }
+            RecordError::CodecDisabled(name) => write!(
+                f,
+                "record batch is compressed with {name}, but the `{name}` cargo feature is disabled"
+            ),
+            RecordError::Decompress { codec, reason } => {
+                write!(
+                    f,
+                    "{codec} decompression of a record batch failed: {reason}"
+                )
+            }
+            RecordError::DecompressedTooLarge { limit } => write!(
+                f,
+                "record batch decompresses to more than the {limit}-byte limit"
+            ),
+            RecordError::Invalid(what) => write!(f, "invalid record batch: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Decode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+fn bad_length(n: i32, what: &'static str) -> RecordError {
+    RecordError::Decode(DecodeError::new(DecodeErrorKind::BadLength(n as i64)).context(what))
+}
+
+fn truncated(remaining: usize, what: &'static str) -> RecordError {
+    RecordError::Decode(
+        DecodeError::new(DecodeErrorKind::Truncated {
+            needed: 1,
+            remaining,
+        })
+        .context(what),
+    )
+}
+
+/// Reads a nullable byte field (zigzag varint length, −1 = null) as a `(start, len)` range.
+#[inline]
+fn bytes_range(
+    buf: &[u8],
+    p: &mut usize,
+    what: &'static str,
+) -> Result<Option<(u32, u32)>, RecordError> {
+    let len = varint(buf, p).map_err(|e| e.context(what))?;
+    if len == -1 {
+        return Ok(None);
+    }
+    if len < 0 || len as usize > buf.len() - *p {
+        return Err(bad_length(len, what));
+    }
+    let start = *p;
+    *p += len as usize;
+    Ok(Some((start as u32, len as u32)))
+}
+
+/// Reads a zigzag varint at `*p` (at most 5 bytes), with a fast path for one byte.
+#[inline(always)]
+fn varint(buf: &[u8], p: &mut usize) -> Result<i32, DecodeError> {
+    let u = match buf.get(*p) {
+        Some(&b) if b < 0x80 => {
+            *p += 1;
+            b as u32
+        }
+        _ => uvarint_slow(buf, p)?,
+    };
+    Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
+}
+
+fn uvarint_slow(buf: &[u8], p: &mut usize) -> Result<u32, DecodeError> {
+    let mut value = 0u32;
+    for i in 0..5 {
+        let Some(&b) = buf.get(*p + i) else {
+            return Err(DecodeError::new(DecodeErrorKind::Truncated {
+                needed: i + 1,
+                remaining: buf.len() - *p,
+            }));
+        };
+        if i == 4 && b > 0x0f {
+            return Err(DecodeError::new(DecodeErrorKind::VarintTooLong));
+        }
+        value |= ((b & 0x7f) as u32) << (7 * i);
+        if b & 0x80 == 0 {
+            *p += i + 1;
+            return Ok(value);
+        }
+    }
+    Err(DecodeError::new(DecodeErrorKind::VarintTooLong))
+}
+
+/// Reads a zigzag varlong at `*p` (at most 10 bytes), with a fast path for one byte.
+#[inline(always)]
+fn varlong(buf: &[u8], p: &mut usize) -> Result<i64, DecodeError> {
+    let u = match buf.get(*p) {
+        Some(&b) if b < 0x80 => {
+            *p += 1;
+            b as u64
+        }
+        _ => uvarlong_slow(buf, p)?,
+    };
+    Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+}
+
+fn uvarlong_slow(buf: &[u8], p: &mut usize) -> Result<u64, DecodeError> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let Some(&b) = buf.get(*p + i) else {
+            return Err(DecodeError::new(DecodeErrorKind::Truncated {
+                needed: i + 1,
+                remaining: buf.len() - *p,
+            }));
+        };
+        if i == 9 && b > 0x01 {
+            return Err(DecodeError::new(DecodeErrorKind::VarintTooLong));
+        }
+        value |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            *p += i + 1;
+            return Ok(value);
+        }
+    }
+    Err(DecodeError::new(DecodeErrorKind::VarintTooLong))
+}
+
+/// Builders of record batches for tests and benchmarks. Not part of the supported API.
+#[doc(hidden)]
+pub mod testing {
+    use super::{ATTR_CONTROL, ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, CRC_START};
+    use crate::protocol::wire::Writer;
+
+    /// A record: `(offset_delta, timestamp_delta, key, value, headers)`.
+    pub type RecordSpec<'a> = (
+        i32,
+        i64,
+        Option<&'a [u8]>,
+        Option<&'a [u8]>,
+        &'a [(&'a str, Option<&'a [u8]>)],
+    );
+
+    /// What [`encode_batch`] builds. `Default` is an empty, non-transactional batch at 0.
+    #[derive(Debug, Clone)]
+    pub struct BatchSpec<'a> {
+        /// `baseOffset`.
+        pub base_offset: i64,
+        /// `partitionLeaderEpoch`.
+        pub partition_leader_epoch: i32,
+        /// `magic` (2 unless testing rejection).
+        pub magic: i8,
+        /// `attributes` (set the compression bits when `records_section` is compressed).
+        pub attributes: i16,
+        /// `lastOffsetDelta`; `None` = the largest record offset delta (0 with no records).
+        pub last_offset_delta: Option<i32>,
+        /// `baseTimestamp`.
+        pub base_timestamp: i64,
+        /// `maxTimestamp`; `None` = `base_timestamp` + the largest timestamp delta.
+        pub max_timestamp: Option<i64>,
+        /// `producerId`.
+        pub producer_id: i64,
+        /// `producerEpoch`.
+        pub producer_epoch: i16,
+        /// `baseSequence`.
+        pub base_sequence: i32,
+        /// The records.
+        pub records: &'a [RecordSpec<'a>],
+        /// Replaces the encoding of `records` (e.g. the compressed section).
+        pub records_section: Option<&'a [u8]>,
+        /// `recordCount`; `None` = `records.len()`.
+        pub record_count: Option<i32>,
+    }
+
+    impl Default for BatchSpec<'_> {
+        fn default() -> Self {
+            BatchSpec {
+                base_offset: 0,
+                partition_leader_epoch: 0,
+                magic: 2,
+                attributes: 0,
+                last_offset_delta: None,
+                base_timestamp: 0,
+                max_timestamp: None,
+                producer_id: -1,
+                producer_epoch: -1,
+                base_sequence: -1,
+                records: &[],
+                records_section: None,
+                record_count: None,
+            }
+        }
+    }
+
+    /// Encodes one record (length prefix included).
+    pub fn encode_record(w: &mut Writer, r: &RecordSpec<'_>) {
+        let (offset_delta, ts_delta, key, value, headers) = *r;
+        let mut body = Writer::new();
+        body.i8(0);
+        body.varlong(ts_delta);
+        body.varint(offset_delta);
+        nullable(&mut body, key);
+        nullable(&mut body, value);
+        body.varint(headers.len() as i32);
+        for (k, v) in headers {
+            body.varint(k.len() as i32);
+            body.raw(k.as_bytes());
+            nullable(&mut body, *v);
+        }
+        let body = body.into_inner();
+        w.varint(body.len() as i32);
+        w.raw(&body);
+    }
+
+    fn nullable(w: &mut Writer, b: Option<&[u8]>) {
+        match b {
+            None => w.varint(-1),
+            Some(b) => {
+                w.varint(b.len() as i32);
+                w.raw(b);
+            }
+        }
+    }
+
+    /// The uncompressed records section holding `records`.
+    pub fn encode_records(records: &[RecordSpec<'_>]) -> Vec<u8> {
+        let mut w = Writer::new();
+        for r in records {
+            encode_record(&mut w, r);
+        }
+        w.into_inner()
+    }
+
+    /// A whole record batch with a correct CRC-32C.
+    pub fn encode_batch(b: &BatchSpec<'_>) -> Vec<u8> {
+        let section = match b.records_section {
+            Some(s) => s.to_vec(),
+            None => encode_records(b.records),
+        };
+        let last_offset_delta = b
+            .last_offset_delta
+            .unwrap_or_else(|| b.records.iter().map(|r| r.0).max().unwrap_or(0));
+        let max_timestamp = b
+            .max_timestamp
+            .unwrap_or_else(|| b.base_timestamp + b.records.iter().map(|r| r.1).max().unwrap_or(0));
+        let mut w = Writer::with_capacity(BATCH_HEADER_SIZE + section.len());
+        w.i64(b.base_offset);
+        let len_at = w.reserve_i32();
+        w.i32(b.partition_leader_epoch);
+        w.i8(b.magic);
+        w.u32(0); // CRC, patched below
+        w.i16(b.attributes);
+        w.i32(last_offset_delta);
+        w.i64(b.base_timestamp);
+        w.i64(max_timestamp);
+        w.i64(b.producer_id);
+        w.i16(b.producer_epoch);
+        w.i32(b.base_sequence);
+        w.i32(b.record_count.unwrap_or(b.records.len() as i32));
+        w.raw(&section);
+        let total = w.len();
+        w.patch_i32(len_at, (total - 12) as i32);
+        let mut out = w.into_inner();
+        let crc = crc32c::crc32c(&out[CRC_START..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// A transactional control batch holding one marker of `kind` (0 = ABORT, 1 = COMMIT).
+    pub fn control_batch(base_offset: i64, producer_id: i64, kind: i16) -> Vec<u8> {
+        let mut key = Writer::new();
+        key.i16(0);
+        key.i16(kind);
+        let key = key.into_inner();
+        let mut value = Writer::new();
+        value.i16(0);
+        value.i32(0); // coordinator epoch
+        let value = value.into_inner();
+        let records: [RecordSpec<'_>; 1] = [(0, 0, Some(&key), Some(&value), &[])];
+        encode_batch(&BatchSpec {
+            base_offset,
+            attributes: ATTR_TRANSACTIONAL | ATTR_CONTROL,
+            producer_id,
+            producer_epoch: 0,
+            records: &records,
+            ..BatchSpec::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{control_batch, encode_batch, encode_records, BatchSpec, RecordSpec};
+    use super::*;
+
+    const MIB: usize = 1024 * 1024;
+
+    fn sample_records() -> Vec<RecordSpec<'static>> {
+        vec![
+            (0, 0, Some(b"k0"), Some(b"v0"), &[]),
+            (1, 5, None, Some(b"v1"), &[("h", Some(b"x"))]),
+            (2, 9, Some(b"k2"), None, &[]),
+        ]
+    }
+
+    /// All records of one batch, as owned (offset, timestamp, key, value, headers).
+    type Owned = (
+        i64,
+        i64,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        Vec<(String, Option<Vec<u8>>)>,
+    );
+
+    fn collect(header: &BatchHeader, records: &[u8]) -> Result<Vec<Owned>, RecordError> {
+        RecordIter::new(header, records)
+            .map(|r| {
+                let r = r?;
+                Ok((
+                    r.offset,
+                    r.timestamp,
+                    r.key(records).map(<[u8]>::to_vec),
+                    r.value(records).map(<[u8]>::to_vec),
+                    r.headers(records)
+                        .map(|(k, v)| (k.to_string(), v.map(<[u8]>::to_vec)))
+                        .collect(),
+                ))
+            })
+            .collect()
+    }
+
+    /// Decodes every batch of a record set, decompressing as needed.
+    fn decode_all(
+        set: &[u8],
+        check_crc: bool,
+    ) -> Result<Vec<(BatchHeader, Vec<Owned>)>, RecordError> {
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        for b in BatchIter::new(set, check_crc) {
+            let b = b?;
+            buf.clear();
+            decompress(b.header.compression(), b.records, &mut buf, 16 * MIB)?;
+            out.push((b.header, collect(&b.header, &buf)?));
+        }
+        Ok(out)
+    }
+
+    fn compressed_batch(
+        codec: Compression,
+        compressed: &[u8],
+        records: &[RecordSpec<'_>],
+    ) -> Vec<u8> {
+        encode_batch(&BatchSpec {
+            base_offset: 40,
+            attributes: codec.code(),
+            records,
+            records_section: Some(compressed),
+            ..BatchSpec::default()
+        })
+    }
+
+    fn assert_sample(set: &[u8], base_offset: i64) {
+        let batches = decode_all(set, true).unwrap();
+        assert_eq!(batches.len(), 1);
+        let recs = &batches[0].1;
+        assert_eq!(recs.len(), 3);
+        assert_eq!(
+            recs[0],
+            (
+                base_offset,
+                0,
+                Some(b"k0".to_vec()),
+                Some(b"v0".to_vec()),
+                vec![]
+            )
+        );
+        assert_eq!(
+            recs[1],
+            (
+                base_offset + 1,
+                5,
+                None,
+                Some(b"v1".to_vec()),
+                vec![("h".into(), Some(b"x".to_vec()))]
+            )
+        );
+        assert_eq!(
+            recs[2],
+            (base_offset + 2, 9, Some(b"k2".to_vec()), None, vec![])
+        );
+    }
+
+    #[cfg(feature = "snappy")]
+    fn xerial(data: &[u8], chunk: usize) -> Vec<u8> {
+        let mut out = codec::XERIAL_MAGIC.to_vec();
+        out.extend_from_slice(&1i32.to_be_bytes());
+        out.extend_from_slice(&1i32.to_be_bytes());
+        for c in data.chunks(chunk) {
+            let block = snap::raw::Encoder::new().compress_vec(c).unwrap();
+            out.extend_from_slice(&(block.len() as i32).to_be_bytes());
+            out.extend_from_slice(&block);
+        }
+        out
+    }
+
+    #[cfg(feature = "gzip")]
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[cfg(feature = "lz4")]
+    fn lz4(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[cfg(feature = "zstd")]
+    fn zstd(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        ruzstd::encoding::compress(data, &mut out, ruzstd::encoding::CompressionLevel::Fastest);
+        out
+    }
+
+    #[test]
+    fn an_uncompressed_batch_yields_its_header_and_records() {
+        let recs = sample_records();
+        let set = encode_batch(&BatchSpec {
+            base_offset: 40,
+            partition_leader_epoch: 7,
+            producer_id: 99,
+            producer_epoch: 3,
+            base_sequence: 12,
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+        let h = b.header;
+        assert_eq!(b.start, 0);
+        assert_eq!(h.batch_length as usize + 12, set.len());
+        assert_eq!(
+            (h.magic, h.partition_leader_epoch, h.record_count),
+            (2, 7, 3)
+        );
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.base_sequence),
+            (99, 3, 12)
+        );
+        assert_eq!(h.compression(), Compression::None);
+        assert_eq!(h.timestamp_type(), TimestampType::CreateTime);
+        assert!(!h.is_transactional() && !h.is_control());
+        assert_eq!((h.last_offset(), h.next_offset()), (42, 43));
+        assert_eq!(h.max_timestamp, 9);
+        assert_sample(&set, 40);
+    }
+
+    #[test]
+    fn concatenated_batches_are_yielded_in_order_with_their_start() {
+        let recs = sample_records();
+        let a = encode_batch(&BatchSpec {
+            base_offset: 0,
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let b = encode_batch(&BatchSpec {
+            base_offset: 3,
+            records: &recs[..1],
+            ..BatchSpec::default()
+        });
+        let set = [a.clone(), b].concat();
+        let batches: Vec<_> = BatchIter::new(&set, true)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(batches.len(), 2);
+        assert_eq!((batches[0].start, batches[1].start), (0, a.len()));
+        assert_eq!(batches[1].header.base_offset, 3);
+        let all = decode_all(&set, true).unwrap();
+        let offsets: Vec<i64> = all
+            .iter()
+            .flat_map(|(_, r)| r.iter().map(|r| r.0))
+            .collect();
+        assert_eq!(offsets, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_partial_trailing_batch_is_ignored_silently() {
+        let recs = sample_records();
+        let a = encode_batch(&BatchSpec {
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        for cut in [1, 11, 12, 30, a.len() - 1] {
+            let set = [&a[..], &a[..cut]].concat();
+            let mut it = BatchIter::new(&set, true);
+            assert!(it.next().unwrap().is_ok());
+            assert!(it.next().is_none(), "cut at {cut}");
+            assert_eq!(it.position(), a.len());
+            assert_eq!(set.len() - it.position(), cut);
+        }
+        // Only a partial batch: nothing at all.
+        assert!(BatchIter::new(&a[..a.len() - 1], true).next().is_none());
+        assert!(BatchIter::new(&[], true).next().is_none());
+    }
+
+    #[test]
+    fn records_before_the_fetch_offset_are_yielded_with_their_true_offsets() {
+        let recs: Vec<RecordSpec<'_>> = (0..5)
+            .map(|i| (i, 0, None, Some(&b"v"[..]), &[][..]))
+            .collect();
+        let set = encode_batch(&BatchSpec {
+            base_offset: 100,
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let batches = decode_all(&set, true).unwrap();
+        let offsets: Vec<i64> = batches[0].1.iter().map(|r| r.0).collect();
+        assert_eq!(offsets, [100, 101, 102, 103, 104]);
+        // The caller trims to its fetch offset, e.g. 103.
+        assert_eq!(offsets.iter().filter(|&&o| o >= 103).count(), 2);
+    }
+
+    #[test]
+    fn compacted_batches_keep_their_last_offset_for_the_next_fetch() {
+        let recs: Vec<RecordSpec<'_>> = vec![(1, 0, None, Some(b"v"), &[])];
+        let set = encode_batch(&BatchSpec {
+            base_offset: 10,
+            last_offset_delta: Some(4),
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let (h, recs) = decode_all(&set, true).unwrap().remove(0);
+        assert_eq!(recs[0].0, 11);
+        assert_eq!(h.next_offset(), 15);
+    }
+
+    #[test]
+    fn log_append_time_gives_every_record_the_max_timestamp() {
+        let recs = sample_records();
+        let set = encode_batch(&BatchSpec {
+            attributes: ATTR_TIMESTAMP_TYPE,
+            base_timestamp: 1_000,
+            max_timestamp: Some(5_000),
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let (h, recs) = decode_all(&set, true).unwrap().remove(0);
+        assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
+        assert!(recs.iter().all(|r| r.1 == 5_000));
+    }
+
+    #[test]
+    fn create_time_adds_the_delta_to_the_base_timestamp() {
+        let recs: Vec<RecordSpec<'_>> = vec![(0, -3, None, None, &[]), (1, 300, None, None, &[])];
+        let set = encode_batch(&BatchSpec {
+            base_timestamp: 1_700_000_000_000,
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let (_, recs) = decode_all(&set, true).unwrap().remove(0);
+        assert_eq!(recs[0].1, 1_699_999_999_997);
+        assert_eq!(recs[1].1, 1_700_000_000_300);
+    }
+
+    #[test]
+    fn null_and_empty_keys_and_values_are_distinct() {
+        let recs: Vec<RecordSpec<'_>> =
+            vec![(0, 0, None, None, &[]), (1, 0, Some(b""), Some(b""), &[])];
+        let set = encode_batch(&BatchSpec {
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let (_, recs) = decode_all(&set, true).unwrap().remove(0);
+        assert_eq!((recs[0].2.clone(), recs[0].3.clone()), (None, None));
+        assert_eq!(
+            (recs[1].2.clone(), recs[1].3.clone()),
+            (Some(vec![]), Some(vec![]))
+        );
+    }
+
+    #[test]
+    fn headers_keep_duplicate_keys_null_values_and_order() {
+        let headers: &[(&str, Option<&[u8]>)] = &[
+            ("trace", Some(b"1")),
+            ("é", None),
+            ("trace", Some(b"2")),
+            ("empty", Some(b"")),
+        ];
+        let recs: Vec<RecordSpec<'_>> = vec![(0, 0, None, Some(b"v"), headers)];
+        let set = encode_batch(&BatchSpec {
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+        let r = RecordIter::new(&b.header, b.records)
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.header_count, 4);
+        let got: Vec<_> = r.headers(b.records).collect();
+        assert_eq!(got, headers);
+        // Lazy iteration can stop early and restart.
+        assert_eq!(
+            r.headers(b.records).nth(2),
+            Some(("trace", Some(&b"2"[..])))
+        );
+    }
+
+    #[test]
+    fn record_ranges_are_relative_to_the_records_slice() {
+        let recs: Vec<RecordSpec<'_>> = vec![(0, 0, Some(b"key"), Some(b"value"), &[])];
+        let section = encode_records(&recs);
+        let h = BatchHeader {
+            record_count: 1,
+            ..header_of(&encode_batch(&BatchSpec::default()))
+        };
+        let r = RecordIter::new(&h, &section).next().unwrap().unwrap();
+        // length(1) attributes(1) tsDelta(1) offsetDelta(1) keyLength(1)
+        assert_eq!(r.key, Some((5, 3)));
+        assert_eq!(r.value, Some((9, 5)));
+        assert_eq!(r.headers, (15, 0));
+    }
+
+    fn header_of(batch: &[u8]) -> BatchHeader {
+        BatchIter::new(batch, true).next().unwrap().unwrap().header
+    }
+
+    #[test]
+    fn control_batches_are_detected_and_their_marker_read() {
+        for (kind, want) in [
+            (0, ControlType::Abort),
+            (1, ControlType::Commit),
+            (5, ControlType::Other(5)),
+        ] {
+            let set = control_batch(77, 9, kind);
+            let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+            assert!(b.header.is_control() && b.header.is_transactional());
+            assert_eq!(b.header.producer_id, 9);
+            let r = RecordIter::new(&b.header, b.records)
+                .next()
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.offset, 77);
+            assert_eq!(control_type(r.key(b.records).unwrap()).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn control_keys_that_are_short_or_negative_versioned_are_errors() {
+        assert!(matches!(
+            control_type(&[0, 0, 1]),
+            Err(RecordError::Decode(_))
+        ));
+        assert_eq!(
+            control_type(&[0xff, 0xff, 0, 1]),
+            Err(RecordError::Invalid("negative control record key version"))
+        );
+        // A future version is read as version 0.
+        assert_eq!(
+            control_type(&[0, 3, 0, 1, 9, 9]).unwrap(),
+            ControlType::Commit
+        );
+    }
+
+    #[test]
+    fn a_bad_crc_is_a_mismatch_and_accepted_when_crc_checks_are_off() {
+        let recs = sample_records();
+        let mut set = encode_batch(&BatchSpec {
+            base_offset: 40,
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let n = set.len();
+        set[n - 1] ^= 0x01; // last byte of the last header value... any covered byte
+        let stored = u32::from_be_bytes(set[17..21].try_into().unwrap());
+        let mut it = BatchIter::new(&set, true);
+        match it.next() {
+            Some(Err(RecordError::CrcMismatch {
+                base_offset,
+                expected,
+                computed,
+            })) => {
+                assert_eq!((base_offset, expected), (40, stored));
+                assert_eq!(computed, crc32c::crc32c(&set[21..]));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(it.next().is_none(), "fused after an error");
+        assert!(BatchIter::new(&set, false).next().unwrap().is_ok());
+    }
+
+    #[test]
+    fn the_crc_does_not_cover_the_leader_epoch_or_magic() {
+        let mut set = encode_batch(&BatchSpec::default());
+        set[12..16].copy_from_slice(&5i32.to_be_bytes());
+        assert!(BatchIter::new(&set, true).next().unwrap().is_ok());
+    }
+
+    #[test]
+    fn legacy_magic_is_unsupported() {
+        for magic in [0, 1, 3] {
+            let set = encode_batch(&BatchSpec {
+                magic,
+                ..BatchSpec::default()
+            });
+            let e = BatchIter::new(&set, true).next().unwrap().unwrap_err();
+            assert_eq!(e, RecordError::UnsupportedMagic(magic));
+        }
+        let msg = RecordError::UnsupportedMagic(1).to_string();
+        assert!(msg.contains("legacy message sets"), "{msg}");
+        // A legacy v0 message is shorter than a batch header: still reported by magic.
+        let mut legacy = vec![0u8; 12 + 14];
+        legacy[8..12].copy_from_slice(&14i32.to_be_bytes());
+        assert_eq!(
+            BatchIter::new(&legacy, true).next().unwrap().unwrap_err(),
+            RecordError::UnsupportedMagic(0)
+        );
+    }
+
+    #[test]
+    fn a_batch_length_below_the_minimum_is_an_error() {
+        for len in [-1i32, 0, 13, 48] {
+            let mut set = encode_batch(&BatchSpec::default());
+            set[8..12].copy_from_slice(&len.to_be_bytes());
+            let e = BatchIter::new(&set, false).next().unwrap().unwrap_err();
+            match e {
+                RecordError::Decode(d) => {
+                    assert_eq!(d.kind(), &DecodeErrorKind::BadLength(len as i64))
+                }
+                other => panic!("{len}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_compression_codes_and_negative_record_counts_are_errors() {
+        let set = encode_batch(&BatchSpec {
+            attributes: 5,
+            ..BatchSpec::default()
+        });
+        assert_eq!(
+            BatchIter::new(&set, true).next().unwrap().unwrap_err(),
+            RecordError::UnknownCompression(5)
+        );
+        let set = encode_batch(&BatchSpec {
+            record_count: Some(-1),
+            ..BatchSpec::default()
+        });
+        assert!(matches!(
+            BatchIter::new(&set, true).next(),
+            Some(Err(RecordError::Decode(_)))
+        ));
+    }
+
+    /// A batch whose records section is `section`, with `count` records declared.
+    fn with_section(section: &[u8], count: i32) -> (BatchHeader, Vec<u8>) {
+        let set = encode_batch(&BatchSpec {
+            records_section: Some(section),
+            record_count: Some(count),
+            ..BatchSpec::default()
+        });
+        (header_of(&set), set[BATCH_HEADER_SIZE..].to_vec())
+    }
+
+    fn first_error(h: &BatchHeader, section: &[u8]) -> RecordError {
+        let mut it = RecordIter::new(h, section);
+        let e = it.by_ref().find_map(Result::err).expect("an error");
+        assert!(it.next().is_none(), "fused after an error");
+        e
+    }
+
+    #[test]
+    fn more_declared_records_than_present_is_an_error() {
+        let section = encode_records(&sample_records());
+        let (h, s) = with_section(&section, 4);
+        assert_eq!(
+            first_error(&h, &s),
+            RecordError::Invalid("the batch holds fewer records than its record count")
+        );
+        // A huge count fails at the end of the data, without allocating.
+        let (h, s) = with_section(&section, i32::MAX);
+        assert!(matches!(first_error(&h, &s), RecordError::Invalid(_)));
+    }
+
+    #[test]
+    fn bytes_after_the_last_record_are_an_error() {
+        let section = encode_records(&sample_records());
+        let (h, s) = with_section(&section, 2);
+        match first_error(&h, &s) {
+            RecordError::Decode(d) => {
+                assert!(matches!(d.kind(), DecodeErrorKind::TrailingBytes(_)))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_truncated_record_is_an_error() {
+        let section = encode_records(&sample_records());
+        let (h, s) = with_section(&section[..section.len() - 1], 3);
+        match first_error(&h, &s) {
+            RecordError::Decode(d) => {
+                assert!(matches!(d.kind(), DecodeErrorKind::Truncated { .. }))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn oversized_and_overlong_length_varints_are_errors() {
+        // Length claims 1000 bytes, 3 present.
+        let mut w = crate::protocol::wire::Writer::new();
+        w.varint(1000);
+        w.raw(&[0, 0, 0]);
+        let (h, s) = with_section(&w.into_inner(), 1);
+        assert!(matches!(first_error(&h, &s), RecordError::Decode(_)));
+        // A six-byte varint.
+        let (h, s) = with_section(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 1);
+        match first_error(&h, &s) {
+            RecordError::Decode(d) => assert_eq!(d.kind(), &DecodeErrorKind::VarintTooLong),
+            other => panic!("{other:?}"),
+        }
+        // A negative record length.
+        let (h, s) = with_section(&[0x01], 1);
+        assert!(matches!(first_error(&h, &s), RecordError::Decode(_)));
+    }
+
+    /// A record body: attributes, tsDelta 0, offsetDelta 0, then `rest`; length-prefixed.
+    fn record_with(rest: &[u8]) -> Vec<u8> {
+        let mut body = vec![0u8, 0, 0];
+        body.extend_from_slice(rest);
+        let mut w = crate::protocol::wire::Writer::new();
+        w.varint(body.len() as i32);
+        w.raw(&body);
+        w.into_inner()
+    }
+
+    #[test]
+    fn malformed_key_value_and_header_fields_are_errors() {
+        let cases: [(&str, Vec<u8>); 7] = [
+            // key length -2
+            ("key length below -1", vec![0x03, 0x01, 0x00]),
+            // key length 5 with 1 byte
+            ("key longer than the record", vec![0x0a, b'a']),
+            // null key, null value, header count -1
+            ("negative header count", vec![0x01, 0x01, 0x01]),
+            // header count 1 with a null key
+            ("null header key", vec![0x01, 0x01, 0x02, 0x01, 0x01]),
+            // header key not UTF-8
+            (
+                "non-UTF-8 header key",
+                vec![0x01, 0x01, 0x02, 0x02, 0xff, 0x01],
+            ),
+            // header value length -2
+            ("header value below -1", vec![0x01, 0x01, 0x02, 0x00, 0x03]),
+            // a byte after the headers
+            ("bytes left in the record", vec![0x01, 0x01, 0x00, 0x00]),
+        ];
+        for (what, rest) in cases {
+            let (h, s) = with_section(&record_with(&rest), 1);
+            assert!(
+                matches!(first_error(&h, &s), RecordError::Decode(_)),
+                "{what}"
+            );
+        }
+        // The same shape, well formed, parses.
+        let (h, s) = with_section(&record_with(&[0x01, 0x01, 0x02, 0x02, b'k', 0x01]), 1);
+        let r = RecordIter::new(&h, &s).next().unwrap().unwrap();
+        assert_eq!(r.headers(&s).collect::<Vec<_>>(), [("k", None)]);
+    }
+
+    #[test]
+    fn header_iter_stops_on_malformed_input_without_panicking() {
+        assert_eq!(HeaderIter::new(&[0x02, 0xff, 0x01], 5).count(), 0);
+        assert_eq!(HeaderIter::new(&[0x02, b'a', 0x01, 0x7f], 5).count(), 1);
+        assert_eq!(HeaderIter::new(&[], u32::MAX).count(), 0);
+    }
+
+    #[test]
+    fn a_record_offset_that_overflows_is_an_error() {
+        let recs: Vec<RecordSpec<'_>> = vec![(1, 0, None, None, &[])];
+        let set = encode_batch(&BatchSpec {
+            base_offset: i64::MAX,
+            last_offset_delta: Some(0),
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        assert_eq!(
+            decode_all(&set, true).unwrap_err(),
+            RecordError::Invalid("record offset overflows int64")
+        );
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_of_valid_batches_is_handled_without_panic() {
+        let recs = sample_records();
+        let headers: &[(&str, Option<&[u8]>)] = &[("a", Some(b"1")), ("a", None)];
+        let big = vec![7u8; 300]; // two-byte varint lengths
+        let more: Vec<RecordSpec<'_>> = vec![(0, 1 << 40, Some(&big), None, headers)];
+        let mut set = encode_batch(&BatchSpec {
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        set.extend(encode_batch(&BatchSpec {
+            base_offset: 3,
+            records: &more,
+            ..BatchSpec::default()
+        }));
+        let walk = |set: &[u8], check_crc: bool| {
+            let _ = decode_all(set, check_crc);
+            // Also parse each batch's section as if it were cut, whatever the CRC says.
+            for b in BatchIter::new(set, false).flatten() {
+                for cut in 0..=b.records.len() {
+                    for r in RecordIter::new(&b.header, &b.records[..cut]).flatten() {
+                        let _ = r.headers(&b.records[..cut]).count();
+                    }
+                }
+            }
+        };
+        for cut in 0..=set.len() {
+            walk(&set[..cut], true);
+        }
+        let mut flipped = set.clone();
+        for i in 0..set.len() {
+            for v in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                flipped[i] = v;
+                walk(&flipped, false);
+            }
+            flipped[i] = set[i];
+        }
+    }
+
+    #[test]
+    fn uncompressed_copy_respects_the_limit() {
+        let mut out = vec![1, 2];
+        decompress(Compression::None, b"abc", &mut out, 3).unwrap();
+        assert_eq!(out, [1, 2, b'a', b'b', b'c']);
+        assert_eq!(
+            decompress(Compression::None, b"abcd", &mut out, 3),
+            Err(RecordError::DecompressedTooLarge { limit: 3 })
+        );
+        assert_eq!(out.len(), 5, "left as it was");
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn gzip_batches_decode() {
+        let recs = sample_records();
+        let z = gzip(&encode_records(&recs));
+        assert_sample(&compressed_batch(Compression::Gzip, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn a_gzip_bomb_stops_at_the_limit() {
+        let z = gzip(&vec![0u8; 10 * MIB]);
+        assert!(z.len() < 100 * 1024);
+        let mut out = Vec::new();
+        assert_eq!(
+            decompress(Compression::Gzip, &z, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { limit: MIB })
+        );
+        assert!(out.is_empty());
+        // Exactly at the limit is fine.
+        decompress(Compression::Gzip, &gzip(&vec![0u8; MIB]), &mut out, MIB).unwrap();
+        assert_eq!(out.len(), MIB);
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn corrupt_gzip_is_a_decompress_error() {
+        let mut z = gzip(b"hello hello hello");
+        z.truncate(z.len() - 6);
+        let mut out = Vec::new();
+        let e = decompress(Compression::Gzip, &z, &mut out, MIB).unwrap_err();
+        assert!(
+            matches!(e, RecordError::Decompress { codec: "gzip", .. }),
+            "{e:?}"
+        );
+        assert!(out.is_empty());
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn snappy_raw_blocks_decode() {
+        let recs = sample_records();
+        let z = snap::raw::Encoder::new()
+            .compress_vec(&encode_records(&recs))
+            .unwrap();
+        assert_sample(&compressed_batch(Compression::Snappy, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn snappy_xerial_framing_decodes_across_chunks() {
+        let recs = sample_records();
+        let section = encode_records(&recs);
+        for chunk in [4, 7, section.len()] {
+            let z = xerial(&section, chunk);
+            assert_sample(&compressed_batch(Compression::Snappy, &z, &recs), 40);
+        }
+        // Two concatenated xerial streams.
+        let z = [xerial(&section[..10], 32), xerial(&section[10..], 32)].concat();
+        assert_sample(&compressed_batch(Compression::Snappy, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn snappy_standard_framing_decodes() {
+        use std::io::Write;
+        let recs = sample_records();
+        let mut e = snap::write::FrameEncoder::new(Vec::new());
+        e.write_all(&encode_records(&recs)).unwrap();
+        let z = e.into_inner().unwrap();
+        assert_sample(&compressed_batch(Compression::Snappy, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn snappy_sizes_are_checked_before_allocating() {
+        let zeros = vec![0u8; 2 * MIB];
+        let mut out = Vec::new();
+        let raw = snap::raw::Encoder::new().compress_vec(&zeros).unwrap();
+        assert_eq!(
+            decompress(Compression::Snappy, &raw, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { limit: MIB })
+        );
+        // A raw block declaring 4 GiB in a few bytes.
+        let lie = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x00];
+        assert_eq!(
+            decompress(Compression::Snappy, &lie, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { limit: MIB })
+        );
+        // Xerial: the budget is shared by all chunks.
+        let z = xerial(&zeros, 64 * 1024);
+        assert!(matches!(
+            decompress(Compression::Snappy, &z, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { .. })
+        ));
+        assert!(out.is_empty());
+        decompress(Compression::Snappy, &z, &mut out, 2 * MIB).unwrap();
+        assert_eq!(out, zeros);
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn malformed_xerial_chunks_are_errors() {
+        let good = xerial(b"some data here", 64);
+        let mut out = Vec::new();
+        for bad in [
+            good[..12].to_vec(),                                // truncated header
+            good[..18].to_vec(),                                // truncated chunk length
+            good[..good.len() - 1].to_vec(),                    // chunk longer than what is left
+            [&good[..16], &(-1i32).to_be_bytes()[..]].concat(), // negative chunk length
+        ] {
+            let e = decompress(Compression::Snappy, &bad, &mut out, MIB).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    RecordError::Decompress {
+                        codec: "snappy",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[cfg(feature = "lz4")]
+    #[test]
+    fn lz4_frames_decode() {
+        let recs = sample_records();
+        let z = lz4(&encode_records(&recs));
+        assert_sample(&compressed_batch(Compression::Lz4, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "lz4")]
+    #[test]
+    fn an_lz4_bomb_stops_at_the_limit() {
+        let z = lz4(&vec![0u8; 4 * MIB]);
+        let mut out = Vec::new();
+        assert_eq!(
+            decompress(Compression::Lz4, &z, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { limit: MIB })
+        );
+        let e = decompress(Compression::Lz4, &z[..z.len() / 2], &mut out, 8 * MIB).unwrap_err();
+        assert!(
+            matches!(e, RecordError::Decompress { codec: "lz4", .. }),
+            "{e:?}"
+        );
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn zstd_frames_decode() {
+        let recs = sample_records();
+        let section = encode_records(&recs);
+        let z = zstd(&section);
+        assert_sample(&compressed_batch(Compression::Zstd, &z, &recs), 40);
+        // Concatenated frames around a skippable frame.
+        let mut skippable = 0x184D_2A50u32.to_le_bytes().to_vec();
+        skippable.extend_from_slice(&3u32.to_le_bytes());
+        skippable.extend_from_slice(b"xyz");
+        let z = [zstd(&section[..5]), skippable, zstd(&section[5..])].concat();
+        assert_sample(&compressed_batch(Compression::Zstd, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn a_zstd_bomb_stops_at_the_limit() {
+        let z = zstd(&vec![0u8; 2 * MIB]);
+        let mut out = Vec::new();
+        assert_eq!(
+            decompress(Compression::Zstd, &z, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { limit: MIB })
+        );
+        let e = decompress(Compression::Zstd, b"not zstd", &mut out, MIB).unwrap_err();
+        assert!(
+            matches!(e, RecordError::Decompress { codec: "zstd", .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn compressed_batches_survive_every_truncation_without_panic() {
+        let recs = sample_records();
+        let section = encode_records(&recs);
+        #[cfg_attr(
+            not(any(
+                feature = "gzip",
+                feature = "snappy",
+                feature = "lz4",
+                feature = "zstd"
+            )),
+            allow(unused_mut)
+        )]
+        let mut blobs: Vec<(Compression, Vec<u8>)> = vec![(Compression::None, section.clone())];
+        #[cfg(feature = "gzip")]
+        blobs.push((Compression::Gzip, gzip(&section)));
+        #[cfg(feature = "snappy")]
+        blobs.push((Compression::Snappy, xerial(&section, 8)));
+        #[cfg(feature = "lz4")]
+        blobs.push((Compression::Lz4, lz4(&section)));
+        #[cfg(feature = "zstd")]
+        blobs.push((Compression::Zstd, zstd(&section)));
+        let mut out = Vec::new();
+        for (c, blob) in blobs {
+            for cut in 0..blob.len() {
+                out.clear();
+                if decompress(c, &blob[..cut], &mut out, MIB).is_ok() {
+                    let h = header_of(&compressed_batch(c, &blob, &recs));
+                    let _ = RecordIter::new(&h, &out).count();
+                }
+            }
+        }
+    }
+
+    #[cfg(not(feature = "zstd"))]
+    #[test]
+    fn a_disabled_codec_is_reported_by_name() {
+        let e = decompress(Compression::Zstd, b"x", &mut Vec::new(), MIB).unwrap_err();
+        assert_eq!(e, RecordError::CodecDisabled("zstd"));
+        assert!(e.to_string().contains("`zstd` cargo feature"));
+    }
+
+    #[test]
+    fn errors_read_precisely() {
+        let e = RecordError::CrcMismatch {
+            base_offset: 5,
+            expected: 1,
+            computed: 2,
+        };
+        assert_eq!(
+            e.to_string(),
+            "record batch at offset 5 is corrupt: stored CRC-32C 0x00000001, computed 0x00000002"
+        );
+        let e: RecordError = DecodeError::new(DecodeErrorKind::VarintTooLong)
+            .context("Record.length")
+            .into();
+        assert_eq!(
+            e.to_string(),
+            "malformed record batch: Record.length: varint too long"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(
+            RecordError::DecompressedTooLarge { limit: 10 }.to_string(),
+            "record batch decompresses to more than the 10-byte limit"
+        );
+    }
+
+    #[test]
+    fn compression_codes_round_trip() {
+        for code in 0..5 {
+            assert_eq!(Compression::from_code(code).unwrap().code(), code);
+        }
+        assert_eq!(
+            Compression::from_code(7),
+            Err(RecordError::UnknownCompression(7))
+        );
+    }
+}

@@ -1,0 +1,420 @@
+//! Consumer configuration: a builder, and the Java / librdkafka property names.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Where to start reading a partition that has no valid position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OffsetReset {
+    /// The oldest offset still in the log (`earliest`; librdkafka also `smallest`, `beginning`).
+    Earliest,
+    /// The end of the log: only records written from now on (`latest`; also `largest`, `end`).
+    Latest,
+    /// No automatic reset: `poll` returns an error naming the partition (`none`; also `error`).
+    None,
+}
+
+/// Which records a fetch may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IsolationLevel {
+    /// Everything up to the high watermark, including records of open and aborted transactions.
+    ReadUncommitted,
+    /// Only committed records, up to the last stable offset; aborted transactions are filtered.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    pub(crate) fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+/// Configuration of a [`Consumer`](crate::Consumer).
+///
+/// Build it with methods, or from the property names the Java client and librdkafka use:
+///
+/// ```
+/// use kafka_consumer::{ConsumerConfig, OffsetReset};
+///
+/// let a = ConsumerConfig::new("127.0.0.1:9092").auto_offset_reset(OffsetReset::Earliest);
+/// let b = ConsumerConfig::from_properties([
+///     ("bootstrap.servers", "127.0.0.1:9092"),
+///     ("auto.offset.reset", "earliest"),
+/// ])?;
+/// assert_eq!(a.bootstrap_servers(), b.bootstrap_servers());
+/// # Ok::<(), kafka_consumer::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    pub(crate) bootstrap: Vec<String>,
+    pub(crate) client_id: String,
+    pub(crate) group_id: Option<String>,
+    pub(crate) auto_offset_reset: OffsetReset,
+    pub(crate) isolation_level: IsolationLevel,
+    pub(crate) check_crcs: bool,
+    pub(crate) max_poll_records: usize,
+    pub(crate) fetch_min_bytes: i32,
+    pub(crate) fetch_max_bytes: i32,
+    pub(crate) fetch_max_wait: Duration,
+    pub(crate) max_partition_fetch_bytes: i32,
+    pub(crate) fetch_buffer_bytes: usize,
+    pub(crate) request_timeout: Duration,
+    pub(crate) default_api_timeout: Duration,
+    pub(crate) reconnect_backoff: Duration,
+    pub(crate) reconnect_backoff_max: Duration,
+    pub(crate) retry_backoff: Duration,
+    pub(crate) metadata_max_age: Duration,
+    pub(crate) connection_setup_timeout: Duration,
+    pub(crate) client_rack: String,
+}
+
+impl ConsumerConfig {
+    /// A configuration with the Java client's defaults and the given bootstrap servers
+    /// (`host:port`, comma-separated for several).
+    pub fn new(bootstrap_servers: &str) -> ConsumerConfig {
+        ConsumerConfig {
+            bootstrap: split_list(bootstrap_servers),
+            client_id: "kafka-consumer".to_owned(),
+            group_id: None,
+            auto_offset_reset: OffsetReset::Latest,
+            isolation_level: IsolationLevel::ReadUncommitted,
+            check_crcs: true,
+            max_poll_records: 500,
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 52_428_800,
+            fetch_max_wait: Duration::from_millis(500),
+            max_partition_fetch_bytes: 1_048_576,
+            fetch_buffer_bytes: 16 * 1024 * 1024,
+            request_timeout: Duration::from_millis(30_000),
+            default_api_timeout: Duration::from_millis(60_000),
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_millis(1_000),
+            retry_backoff: Duration::from_millis(100),
+            metadata_max_age: Duration::from_millis(300_000),
+            connection_setup_timeout: Duration::from_millis(10_000),
+            client_rack: String::new(),
+        }
+    }
+
+    /// Builds a configuration from `(key, value)` properties. `bootstrap.servers` is required.
+    /// An unknown key or a bad value is an error of kind [`Config`](crate::ErrorKind::Config).
+    pub fn from_properties<'a, I>(props: I) -> Result<ConsumerConfig>
+    where
+        I: IntoIterator<Item = (&'a str, &'a str)>,
+    {
+        let mut c = ConsumerConfig::new("");
+        for (k, v) in props {
+            c.set(k, v)?;
+        }
+        if c.bootstrap.is_empty() {
+            return Err(Error::config("bootstrap.servers is required"));
+        }
+        Ok(c)
+    }
+
+    /// Sets one property by its Java (or librdkafka) name.
+    ///
+    /// Accepted keys: `bootstrap.servers` (`metadata.broker.list`), `client.id`, `group.id`,
+    /// `auto.offset.reset`, `isolation.level`, `check.crcs`, `max.poll.records`,
+    /// `fetch.min.bytes`, `fetch.max.bytes`, `fetch.max.wait.ms` (`fetch.wait.max.ms`),
+    /// `max.partition.fetch.bytes` (`fetch.message.max.bytes`), `fetch.buffer.bytes`
+    /// (`queued.max.messages.kbytes`, in KiB), `request.timeout.ms` (`socket.timeout.ms`),
+    /// `default.api.timeout.ms`, `reconnect.backoff.ms`, `reconnect.backoff.max.ms`,
+    /// `retry.backoff.ms`, `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`),
+    /// `socket.connection.setup.timeout.ms`, `client.rack`.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut ConsumerConfig> {
+        let v = value.trim();
+        match key {
+            "bootstrap.servers" | "metadata.broker.list" => {
+                self.bootstrap = split_list(v);
+                for s in &self.bootstrap {
+                    parse_host_port(s).map_err(|e| Error::config(format!("`{key}`: {e}")))?;
+                }
+            }
+            "client.id" => self.client_id = v.to_owned(),
+            "group.id" => self.group_id = (!v.is_empty()).then(|| v.to_owned()),
+            "auto.offset.reset" => {
+                self.auto_offset_reset = match v.to_ascii_lowercase().as_str() {
+                    "earliest" | "smallest" | "beginning" => OffsetReset::Earliest,
+                    "latest" | "largest" | "end" => OffsetReset::Latest,
+                    "none" | "error" => OffsetReset::None,
+                    _ => return Err(bad(key, v, "earliest, latest or none")),
+                }
+            }
+            "isolation.level" => {
+                self.isolation_level = match v.to_ascii_lowercase().as_str() {
+                    "read_uncommitted" => IsolationLevel::ReadUncommitted,
+                    "read_committed" => IsolationLevel::ReadCommitted,
+                    _ => return Err(bad(key, v, "read_committed or read_uncommitted")),
+                }
+            }
+            "check.crcs" => self.check_crcs = parse_bool(key, v)?,
+            "max.poll.records" => {
+                self.max_poll_records = parse_num(key, v, 1, i32::MAX as i64)? as usize
+            }
+            "fetch.min.bytes" => {
+                self.fetch_min_bytes = parse_num(key, v, 0, i32::MAX as i64)? as i32
+            }
+            "fetch.max.bytes" => {
+                self.fetch_max_bytes = parse_num(key, v, 0, i32::MAX as i64)? as i32
+            }
+            "fetch.max.wait.ms" | "fetch.wait.max.ms" => self.fetch_max_wait = parse_ms(key, v)?,
+            "max.partition.fetch.bytes" | "fetch.message.max.bytes" => {
+                self.max_partition_fetch_bytes = parse_num(key, v, 1, i32::MAX as i64)? as i32
+            }
+            "fetch.buffer.bytes" => {
+                self.fetch_buffer_bytes = parse_num(key, v, 1, i64::MAX)? as usize
+            }
+            "queued.max.messages.kbytes" => {
+                self.fetch_buffer_bytes = parse_num(key, v, 1, i64::MAX / 1024)? as usize * 1024
+            }
+            "request.timeout.ms" | "socket.timeout.ms" => self.request_timeout = parse_ms(key, v)?,
+            "default.api.timeout.ms" => self.default_api_timeout = parse_ms(key, v)?,
+            "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
+            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
+            "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
+            "metadata.max.age.ms" | "topic.metadata.refresh.interval.ms" => {
+                self.metadata_max_age = parse_ms(key, v)?
+            }
+            "socket.connection.setup.timeout.ms" => {
+                self.connection_setup_timeout = parse_ms(key, v)?
+            }
+            "client.rack" => self.client_rack = v.to_owned(),
+            _ => return Err(Error::config(format!("unknown configuration key `{key}`"))),
+        }
+        Ok(self)
+    }
+
+    /// The bootstrap servers, as given.
+    pub fn bootstrap_servers(&self) -> &[String] {
+        &self.bootstrap
+    }
+
+    /// Sets `client.id`, sent with every request and shown in broker logs.
+    pub fn client_id(mut self, id: &str) -> Self {
+        self.client_id = id.to_owned();
+        self
+    }
+
+    /// Sets `group.id`. Group membership arrives with the group protocols; until then the
+    /// id is only recorded.
+    pub fn group_id(mut self, id: &str) -> Self {
+        self.group_id = Some(id.to_owned());
+        self
+    }
+
+    /// Sets `auto.offset.reset` (default [`OffsetReset::Latest`], as in the Java client).
+    pub fn auto_offset_reset(mut self, r: OffsetReset) -> Self {
+        self.auto_offset_reset = r;
+        self
+    }
+
+    /// Sets `isolation.level` (default read_uncommitted, as in the Java client).
+    pub fn isolation_level(mut self, l: IsolationLevel) -> Self {
+        self.isolation_level = l;
+        self
+    }
+
+    /// Sets `check.crcs`: verify the CRC-32C of every record batch (default true).
+    pub fn check_crcs(mut self, on: bool) -> Self {
+        self.check_crcs = on;
+        self
+    }
+
+    /// Sets `max.poll.records`, the most records one `poll` returns (default 500; at least 1).
+    pub fn max_poll_records(mut self, n: usize) -> Self {
+        self.max_poll_records = n.max(1);
+        self
+    }
+
+    /// Sets `fetch.min.bytes` (default 1).
+    pub fn fetch_min_bytes(mut self, n: i32) -> Self {
+        self.fetch_min_bytes = n.max(0);
+        self
+    }
+
+    /// Sets `fetch.max.bytes`, the soft limit of one fetch response (default 50 MiB).
+    pub fn fetch_max_bytes(mut self, n: i32) -> Self {
+        self.fetch_max_bytes = n.max(0);
+        self
+    }
+
+    /// Sets `fetch.max.wait.ms`, how long the broker may hold a fetch waiting for data.
+    pub fn fetch_max_wait(mut self, d: Duration) -> Self {
+        self.fetch_max_wait = d;
+        self
+    }
+
+    /// Sets `max.partition.fetch.bytes` (default 1 MiB).
+    pub fn max_partition_fetch_bytes(mut self, n: i32) -> Self {
+        self.max_partition_fetch_bytes = n.max(1);
+        self
+    }
+
+    /// Sets `fetch.buffer.bytes`: how many fetched bytes may wait for the application
+    /// before the I/O thread stops fetching ahead (default 16 MiB). This bounds memory
+    /// when the application is slower than the broker.
+    pub fn fetch_buffer_bytes(mut self, n: usize) -> Self {
+        self.fetch_buffer_bytes = n.max(1);
+        self
+    }
+
+    /// Sets `request.timeout.ms` (default 30 s).
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self
+    }
+
+    /// Sets `default.api.timeout.ms`, the timeout of blocking calls such as
+    /// [`Consumer::end_offsets`](crate::Consumer::end_offsets) (default 60 s).
+    pub fn default_api_timeout(mut self, d: Duration) -> Self {
+        self.default_api_timeout = d;
+        self
+    }
+
+    /// Sets `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
+    pub fn reconnect_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.reconnect_backoff = initial;
+        self.reconnect_backoff_max = max.max(initial);
+        self
+    }
+
+    /// Sets `retry.backoff.ms` (default 100 ms).
+    pub fn retry_backoff(mut self, d: Duration) -> Self {
+        self.retry_backoff = d;
+        self
+    }
+
+    /// Sets `metadata.max.age.ms` (default 5 minutes).
+    pub fn metadata_max_age(mut self, d: Duration) -> Self {
+        self.metadata_max_age = d;
+        self
+    }
+
+    /// Sets `client.rack` (sent with fetches; default empty).
+    pub fn client_rack(mut self, rack: &str) -> Self {
+        self.client_rack = rack.to_owned();
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.bootstrap.is_empty() {
+            return Err(Error::config("bootstrap.servers is required"));
+        }
+        for s in &self.bootstrap {
+            parse_host_port(s)?;
+        }
+        Ok(())
+    }
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Splits `host:port` (IPv6 as `[::1]:9092`).
+pub(crate) fn parse_host_port(s: &str) -> Result<(String, u16)> {
+    let s = s.strip_prefix("PLAINTEXT://").unwrap_or(s);
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| Error::config(format!("bootstrap server `{s}` is not host:port")))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| Error::config(format!("bootstrap server `{s}` has a bad port")))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(Error::config(format!("bootstrap server `{s}` has no host")));
+    }
+    Ok((host.to_owned(), port))
+}
+
+fn bad(key: &str, v: &str, expected: &str) -> Error {
+    Error::config(format!("`{key}` = `{v}` is invalid: expected {expected}"))
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(key, v, "true or false")),
+    }
+}
+
+fn parse_num(key: &str, v: &str, min: i64, max: i64) -> Result<i64> {
+    match v.parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(bad(key, v, &format!("an integer from {min} to {max}"))),
+    }
+}
+
+fn parse_ms(key: &str, v: &str) -> Result<Duration> {
+    parse_num(key, v, 0, i32::MAX as i64).map(|n| Duration::from_millis(n as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn java_and_librdkafka_names_are_accepted() {
+        let c = ConsumerConfig::from_properties([
+            ("metadata.broker.list", "a:1,b:2"),
+            ("auto.offset.reset", "smallest"),
+            ("fetch.wait.max.ms", "100"),
+            ("isolation.level", "read_committed"),
+            ("check.crcs", "false"),
+            ("queued.max.messages.kbytes", "1024"),
+        ])
+        .unwrap();
+        assert_eq!(c.bootstrap, vec!["a:1", "b:2"]);
+        assert_eq!(c.auto_offset_reset, OffsetReset::Earliest);
+        assert_eq!(c.fetch_max_wait, Duration::from_millis(100));
+        assert_eq!(c.isolation_level, IsolationLevel::ReadCommitted);
+        assert!(!c.check_crcs);
+        assert_eq!(c.fetch_buffer_bytes, 1024 * 1024);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let e = ConsumerConfig::from_properties([("bootstrap.servers", "a:1"), ("nope", "1")])
+            .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::Config);
+        assert!(e.to_string().contains("nope"));
+        for (k, v) in [
+            ("max.poll.records", "0"),
+            ("max.poll.records", "ten"),
+            ("auto.offset.reset", "sometimes"),
+            ("check.crcs", "yes"),
+            ("bootstrap.servers", "localhost"),
+            ("bootstrap.servers", "localhost:99999"),
+            ("fetch.max.wait.ms", "-1"),
+        ] {
+            let e = ConsumerConfig::new("a:1")
+                .set(k, v)
+                .map(|_| ())
+                .unwrap_err();
+            assert_eq!(e.kind(), &ErrorKind::Config, "{k}={v}");
+            assert!(e.to_string().contains(k), "{e}");
+        }
+        let e = ConsumerConfig::from_properties([("client.id", "x")]).unwrap_err();
+        assert!(e.to_string().contains("bootstrap.servers"));
+    }
+
+    #[test]
+    fn host_port_parsing() {
+        assert_eq!(parse_host_port("h:1").unwrap(), ("h".into(), 1));
+        assert_eq!(parse_host_port("[::1]:9092").unwrap(), ("::1".into(), 9092));
+        assert!(parse_host_port(":9").is_err());
+    }
+}

@@ -1,0 +1,216 @@
+//! The one public error type.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::records::RecordError;
+use crate::protocol::wire::DecodeError;
+use crate::record::TopicPartition;
+
+/// What went wrong, broadly. Match on this to decide what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A configuration key is unknown or its value is invalid.
+    Config,
+    /// [`WakeupHandle::wakeup`](crate::WakeupHandle::wakeup) interrupted a call.
+    Wakeup,
+    /// The consumer was closed, or its I/O thread stopped.
+    Closed,
+    /// An operation did not finish within its timeout.
+    Timeout,
+    /// The broker answered with a Kafka error code.
+    Broker,
+    /// A broker response or record batch could not be decoded.
+    Protocol,
+    /// A record batch failed its CRC check (`check.crcs`).
+    Corrupt,
+    /// A partition holds data in a format this crate does not read (magic 0/1 message sets,
+    /// or a codec whose cargo feature is disabled).
+    Unsupported,
+    /// The position of a partition is out of range and `auto.offset.reset` is `none`.
+    OffsetOutOfRange,
+    /// A partition has no position and `auto.offset.reset` is `none`.
+    NoOffset,
+    /// The topic or partition does not exist.
+    UnknownTopicOrPartition,
+    /// The partition is not assigned to this consumer.
+    NotAssigned,
+    /// An operating-system I/O error (for example the I/O thread could not start).
+    Io,
+}
+
+#[derive(Debug, Clone)]
+struct Inner {
+    kind: ErrorKind,
+    message: String,
+    code: Option<ErrorCode>,
+    partition: Option<TopicPartition>,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+/// The error type of every fallible call in this crate.
+///
+/// It says what kind of failure it is ([`Error::kind`]), whether retrying may help
+/// ([`Error::is_retriable`]), the Kafka error code if a broker sent one
+/// ([`Error::kafka_code`]), the partition it concerns if any ([`Error::partition`]), and
+/// the underlying cause through [`std::error::Error::source`].
+#[derive(Clone)]
+pub struct Error(Box<Inner>);
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error(Box::new(Inner {
+            kind,
+            message: message.into(),
+            code: None,
+            partition: None,
+            source: None,
+        }))
+    }
+
+    pub(crate) fn config(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Config, message)
+    }
+
+    pub(crate) fn closed() -> Error {
+        Error::new(ErrorKind::Closed, "the consumer is closed")
+    }
+
+    pub(crate) fn wakeup() -> Error {
+        Error::new(ErrorKind::Wakeup, "interrupted by wakeup()")
+    }
+
+    pub(crate) fn timeout(what: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Timeout, what)
+    }
+
+    pub(crate) fn broker(code: ErrorCode, what: impl Into<String>) -> Error {
+        let kind = match code {
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::UNKNOWN_TOPIC_ID => {
+                ErrorKind::UnknownTopicOrPartition
+            }
+            ErrorCode::OFFSET_OUT_OF_RANGE => ErrorKind::OffsetOutOfRange,
+            _ => ErrorKind::Broker,
+        };
+        let mut e = Error::new(kind, what);
+        e.0.code = Some(code);
+        e
+    }
+
+    pub(crate) fn decode(e: DecodeError, what: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Protocol, what).with_source(e)
+    }
+
+    pub(crate) fn io(e: std::io::Error, what: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Io, what).with_source(e)
+    }
+
+    pub(crate) fn records(e: RecordError, tp: &TopicPartition) -> Error {
+        let kind = match &e {
+            RecordError::CrcMismatch { .. } => ErrorKind::Corrupt,
+            RecordError::UnsupportedMagic(_)
+            | RecordError::CodecDisabled(_)
+            | RecordError::UnknownCompression(_) => ErrorKind::Unsupported,
+            _ => ErrorKind::Protocol,
+        };
+        Error::new(kind, format!("partition {tp}: {e}"))
+            .with_partition(tp.clone())
+            .with_source(e)
+    }
+
+    pub(crate) fn with_partition(mut self, tp: TopicPartition) -> Error {
+        self.0.partition = Some(tp);
+        self
+    }
+
+    pub(crate) fn with_source(
+        mut self,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        self.0.source = Some(Arc::new(e));
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0.kind
+    }
+
+    /// Whether the same call may succeed if retried later (a timeout, a retriable broker
+    /// error, a wakeup).
+    pub fn is_retriable(&self) -> bool {
+        match self.0.kind {
+            ErrorKind::Timeout | ErrorKind::Wakeup | ErrorKind::UnknownTopicOrPartition => true,
+            ErrorKind::Broker => self.0.code.is_some_and(ErrorCode::is_retriable),
+            _ => false,
+        }
+    }
+
+    /// The Kafka error code the broker sent, if this error came from one.
+    pub fn kafka_code(&self) -> Option<i16> {
+        self.0.code.map(ErrorCode::code)
+    }
+
+    /// The partition this error concerns, if it concerns one.
+    pub fn partition(&self) -> Option<&TopicPartition> {
+        self.0.partition.as_ref()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.message)?;
+        if let Some(code) = self.0.code {
+            write!(f, " ({code})")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.0.kind)
+            .field("message", &self.0.message)
+            .field("code", &self.0.code)
+            .field("partition", &self.0.partition)
+            .field("source", &self.0.source)
+            .finish()
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_the_code_and_partition() {
+        let tp = TopicPartition::new("t", 3);
+        let e = Error::broker(ErrorCode::NOT_LEADER_OR_FOLLOWER, format!("fetch {tp}"))
+            .with_partition(tp.clone());
+        assert_eq!(e.to_string(), "fetch t-3 (NOT_LEADER_OR_FOLLOWER (6))");
+        assert!(e.is_retriable());
+        assert_eq!(e.kafka_code(), Some(6));
+        assert_eq!(e.partition(), Some(&tp));
+    }
+
+    #[test]
+    fn errors_are_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<Error>();
+    }
+}

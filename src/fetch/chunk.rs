@@ -1,0 +1,202 @@
+//! Turns one partition of a fetch response into a [`Chunk`] for the application:
+//! CRC checks, decompression into one reused buffer, read_committed filtering, trimming
+//! of records before the fetch offset, and the position after the data.
+//!
+//! Invariants:
+//! 1. `next_offset` only moves past batches that were fully decoded (delivered, or skipped
+//!    as control/aborted); a corrupt batch stops the chunk before it, so the next fetch
+//!    starts at it again and the error is raised again (as the Java client does).
+//! 2. Records with an offset below the fetch offset are never delivered.
+//! 3. A partial trailing batch is ignored; the next fetch asks for it again.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::fetch::aborted::AbortedFilter;
+use crate::protocol::records::{
+    control_type, decompress, BatchIter, Compression, ControlType, RecordError, RecordIter,
+};
+use crate::record::{Chunk, StoredRecord, TopicPartition};
+
+/// Largest decompressed size of one partition's data in one fetch: record positions are
+/// stored as `u32`, and a decompression bomb must not exhaust memory.
+pub const MAX_INFLATED: usize = 512 * 1024 * 1024;
+
+/// What the fetch path knows about one partition's answer.
+pub struct PartitionInput<'a> {
+    /// Which partition.
+    pub tp: TopicPartition,
+    /// Position epoch the fetch was made under.
+    pub epoch: u64,
+    /// Offset the fetch was made from.
+    pub fetch_offset: i64,
+    /// High watermark from the response.
+    /// The whole response body (records ranges point into it).
+    pub frame: &'a Arc<Vec<u8>>,
+    /// Start and length of this partition's record set in `frame`.
+    pub records: (usize, usize),
+    /// read_committed: the aborted transactions listed for this partition.
+    pub aborted: Option<Vec<(i64, i64)>>,
+    /// Whether to verify CRCs.
+    pub check_crcs: bool,
+}
+
+/// Decodes one partition's records. Returns the chunk (possibly without records when only
+/// control or aborted batches were read, or `None` when nothing advanced) and the error
+/// that stopped decoding, if any.
+pub fn build_chunk(
+    input: PartitionInput<'_>,
+    budget: &Arc<AtomicUsize>,
+) -> (Option<Chunk>, Option<RecordError>) {
+    let (start, len) = input.records;
+    let set = &input.frame[start..start + len];
+    let mut filter = input.aborted.map(AbortedFilter::new);
+    let mut records: Vec<StoredRecord> = Vec::new();
+    let mut inflated: Vec<u8> = Vec::new();
+    let mut next_offset = input.fetch_offset;
+    let mut last_epoch = -1;
+    let mut error = None;
+
+    for batch in BatchIter::new(set, input.check_crcs) {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        };
+        let h = &batch.header;
+        if h.next_offset() <= input.fetch_offset {
+            continue;
+        }
+        let result = (|| -> Result<(), RecordError> {
+            if h.is_control() {
+                // Never delivered; an ABORT marker ends its producer's aborted transaction.
+                let ctl = read_control(h, batch.records)?;
+                if let Some(f) = filter.as_mut() {
+                    f.skip_batch(h, ctl);
+                }
+                return Ok(());
+            }
+            if filter.as_mut().is_some_and(|f| f.skip_batch(h, None)) {
+                return Ok(());
+            }
+            let (buf, base, in_inflated): (&[u8], usize, bool) =
+                if h.compression() == Compression::None {
+                    (batch.records, start + batch.start + 61, false)
+                } else {
+                    let at = inflated.len();
+                    decompress(
+                        h.compression(),
+                        batch.records,
+                        &mut inflated,
+                        MAX_INFLATED.saturating_sub(at),
+                    )?;
+                    (&inflated[at..], at, true)
+                };
+            let before = records.len();
+            for r in RecordIter::new(h, buf) {
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        records.truncate(before);
+                        return Err(e);
+                    }
+                };
+                if r.offset < input.fetch_offset {
+                    continue;
+                }
+                let (key_start, key_len) = r.key.map_or((0, -1), |(s, l)| (s, l as i32));
+                let (value_start, value_len) = r.value.map_or((0, -1), |(s, l)| (s, l as i32));
+                records.push(StoredRecord {
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    leader_epoch: h.partition_leader_epoch,
+                    key_start: key_start + base as u32,
+                    key_len,
+                    value_start: value_start + base as u32,
+                    value_len,
+                    headers_start: r.headers.0 + base as u32,
+                    headers_len: r.headers.1,
+                    header_count: r.header_count,
+                    timestamp_type: h.timestamp_type(),
+                    inflated: in_inflated,
+                });
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            error = Some(e);
+            break;
+        }
+        next_offset = h.next_offset();
+        last_epoch = h.partition_leader_epoch;
+    }
+
+    if next_offset == input.fetch_offset && records.is_empty() {
+        return (None, error);
+    }
+    let charged = len + inflated.len();
+    budget.fetch_add(charged, Ordering::AcqRel);
+    let chunk = Chunk {
+        tp: input.tp,
+        epoch: input.epoch,
+        fetch_offset: input.fetch_offset,
+        next_offset,
+        last_epoch,
+        frame: Arc::clone(input.frame),
+        inflated,
+        records,
+        charged,
+        budget: Arc::clone(budget),
+    };
+    (Some(chunk), error)
+}
+
+/// Reads the marker type of a control batch (decompressing it first in the rare case it
+/// is compressed).
+fn read_control(
+    h: &crate::protocol::records::BatchHeader,
+    records: &[u8],
+) -> Result<Option<ControlType>, RecordError> {
+    let mut owned = Vec::new();
+    let buf = if h.compression() == Compression::None {
+        records
+    } else {
+        decompress(h.compression(), records, &mut owned, 1024 * 1024)?;
+        &owned
+    };
+    match RecordIter::new(h, buf).next() {
+        Some(r) => {
+            let r = r?;
+            match r.key {
+                Some((ks, kl)) => Ok(Some(control_type(&buf[ks as usize..(ks + kl) as usize])?)),
+                None => Ok(None),
+            }
+        }
+        None => Ok(None),
+    }
+}
+
+/// A chunk without records that moves the position from `from` to `to` (after an offset
+/// reset or a seek resolved by ListOffsets).
+pub fn position_chunk(
+    tp: TopicPartition,
+    epoch: u64,
+    from: i64,
+    to: i64,
+    budget: &Arc<AtomicUsize>,
+) -> Chunk {
+    Chunk {
+        tp,
+        epoch,
+        fetch_offset: from,
+        next_offset: to,
+        last_epoch: -1,
+        frame: Arc::new(Vec::new()),
+        inflated: Vec::new(),
+        records: Vec::new(),
+        charged: 0,
+        budget: Arc::clone(budget),
+    }
+}
