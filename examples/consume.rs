@@ -36,9 +36,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut counts: HashMap<i32, u64> = HashMap::new();
     let (mut records, mut bytes, mut printed) = (0u64, 0u64, 0usize);
     loop {
-        let done = partitions
-            .iter()
-            .all(|tp| consumer.position(tp).map_or(false, |p| p >= end[tp]));
+        let mut done = true;
+        for tp in &partitions {
+            done &= consumer.position(tp)? >= end[tp];
+        }
         if done {
             break;
         }

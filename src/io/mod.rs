@@ -183,6 +183,9 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
     })
 }
 
+/// A `partitions_for` caller: topic, deadline, where to answer.
+type TopicWaiter = (Arc<str>, Instant, Sender<Result<Vec<TopicPartition>>>);
+
 /// The tag of an in-flight request: what to do with its answer.
 #[derive(Debug)]
 enum Req {
@@ -256,7 +259,7 @@ struct IoLoop {
     lookups: Vec<Lookup>,
     next_lookup: u64,
     /// `partitions_for` callers waiting for metadata.
-    topic_waiters: Vec<(Arc<str>, Instant, Sender<Result<Vec<TopicPartition>>>)>,
+    topic_waiters: Vec<TopicWaiter>,
 }
 
 impl IoLoop {

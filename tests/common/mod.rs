@@ -1,0 +1,243 @@
+//! Shared harness for the integration tests: a real Kafka broker (started by
+//! `scripts/broker.sh`, or the one named by `KAFKA_BOOTSTRAP`) and the Java test producer.
+//!
+//! A test that cannot reach its broker fails with the script's output; it never skips.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kafka_consumer::{Consumer, ConsumerConfig, ConsumerRecords, OffsetReset, TopicPartition};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        panic!(
+            "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    stdout
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+/// The bootstrap address of the test broker, starting it if needed.
+pub fn bootstrap() -> &'static str {
+    static B: OnceLock<String> = OnceLock::new();
+    B.get_or_init(|| {
+        if let Ok(b) = std::env::var("KAFKA_BOOTSTRAP") {
+            return b;
+        }
+        let out = run(
+            Command::new("bash")
+                .arg(root().join("scripts/broker.sh"))
+                .arg("start"),
+            "starting the Kafka broker (scripts/broker.sh start)",
+        );
+        last_line(&out)
+    })
+}
+
+/// The folder of the Kafka jars.
+pub fn libs() -> &'static str {
+    static L: OnceLock<String> = OnceLock::new();
+    L.get_or_init(|| {
+        let out = run(
+            Command::new("bash")
+                .arg(root().join("scripts/broker.sh"))
+                .arg("libs"),
+            "assembling the Kafka jars (scripts/broker.sh libs)",
+        );
+        last_line(&out)
+    })
+}
+
+/// The compiled test producer (compiled once per test process into its own folder).
+fn producer_classes() -> &'static PathBuf {
+    static C: OnceLock<PathBuf> = OnceLock::new();
+    C.get_or_init(|| {
+        let dir = root()
+            .join("target/test-java")
+            .join(std::process::id().to_string());
+        std::fs::create_dir_all(&dir).expect("creating target/test-java");
+        run(
+            Command::new("javac")
+                .arg("-nowarn")
+                .arg("-d")
+                .arg(&dir)
+                .arg("-cp")
+                .arg(format!("{}/*", libs()))
+                .arg(root().join("scripts/java/TestProducer.java")),
+            "compiling scripts/java/TestProducer.java",
+        );
+        dir
+    })
+}
+
+/// A topic name no earlier run used.
+pub fn unique_topic(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos % 1_000_000_000
+    )
+}
+
+/// Options for one run of the Java test producer.
+#[derive(Debug, Clone)]
+pub struct Produce<'a> {
+    pub topic: &'a str,
+    pub partitions: i32,
+    pub start: u64,
+    pub count: u64,
+    pub compression: &'a str,
+    pub value_size: usize,
+    /// `Some(("txn-id", "commit" | "abort"))` to produce inside one transaction.
+    pub txn: Option<(&'a str, &'a str)>,
+    /// `Some((start_ms, step_ms))` to set record timestamps.
+    pub timestamps: Option<(i64, i64)>,
+}
+
+impl<'a> Produce<'a> {
+    pub fn new(topic: &'a str, partitions: i32, count: u64) -> Self {
+        Produce {
+            topic,
+            partitions,
+            start: 0,
+            count,
+            compression: "none",
+            value_size: 0,
+            txn: None,
+            timestamps: None,
+        }
+    }
+
+    /// Runs the producer; panics with its output on failure.
+    pub fn run(&self) {
+        let cp = format!("{}:{}/*", producer_classes().display(), libs());
+        let mut cmd = Command::new("java");
+        cmd.arg("-cp")
+            .arg(cp)
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                root()
+                    .join("scripts/kafka/log4j2-tools.properties")
+                    .display()
+            ))
+            .arg("TestProducer")
+            .args(["--bootstrap", bootstrap()])
+            .args(["--topic", self.topic])
+            .args(["--partitions", &self.partitions.to_string()])
+            .args(["--start", &self.start.to_string()])
+            .args(["--count", &self.count.to_string()])
+            .args(["--compression", self.compression])
+            .args(["--value-size", &self.value_size.to_string()]);
+        if let Some((id, how)) = self.txn {
+            cmd.args(["--transactional-id", id, "--txn", how]);
+        }
+        if let Some((start, step)) = self.timestamps {
+            cmd.args(["--timestamp-start", &start.to_string()])
+                .args(["--timestamp-step", &step.to_string()]);
+        }
+        run(&mut cmd, &format!("producing to {}", self.topic));
+    }
+}
+
+/// What the producer wrote for sequence number `i` (see TestProducer.java).
+pub struct Expected {
+    pub partition: i32,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub headers: Vec<(String, Option<String>)>,
+}
+
+pub fn expected(i: u64, partitions: i32, value_size: usize) -> Expected {
+    let key = (i % 5 != 1).then(|| format!("key-{i}"));
+    let value = (i % 7 != 3).then(|| {
+        let mut v = format!("value-{i}");
+        while v.len() < value_size {
+            v.push('.');
+        }
+        v
+    });
+    let mut headers = vec![("seq".to_owned(), Some(i.to_string()))];
+    if i % 3 == 0 {
+        headers.push(("dup".into(), Some("a".into())));
+        headers.push(("dup".into(), Some("b".into())));
+        headers.push(("nul".into(), None));
+    }
+    Expected {
+        partition: (i % partitions as u64) as i32,
+        key,
+        value,
+        headers,
+    }
+}
+
+/// A consumer on the test broker with `auto.offset.reset=earliest` and a short API timeout.
+pub fn consumer(extra: &[(&str, &str)]) -> Consumer {
+    let mut cfg = ConsumerConfig::new(bootstrap())
+        .client_id("it")
+        .auto_offset_reset(OffsetReset::Earliest)
+        .default_api_timeout(Duration::from_secs(30));
+    for (k, v) in extra {
+        cfg.set(k, v).expect("valid test config");
+    }
+    Consumer::new(cfg).expect("consumer starts")
+}
+
+pub fn all_partitions(topic: &str, n: i32) -> Vec<TopicPartition> {
+    (0..n).map(|p| TopicPartition::new(topic, p)).collect()
+}
+
+/// Polls until `f` says stop or `limit` passes (then panics with `what`).
+pub fn poll_until(
+    c: &mut Consumer,
+    limit: Duration,
+    what: &str,
+    mut f: impl FnMut(&ConsumerRecords) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let recs = c.poll(Duration::from_millis(200)).expect("poll");
+        if f(&recs) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+    }
+}
+
+/// The `seq` header of a record.
+pub fn seq(r: &kafka_consumer::Record<'_>) -> u64 {
+    let h = r.headers().next().expect("seq header");
+    assert_eq!(h.key, "seq");
+    std::str::from_utf8(h.value.expect("seq value"))
+        .expect("utf8")
+        .parse()
+        .expect("number")
+}
