@@ -36,3 +36,8 @@ pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
 pub use consumer::{Consumer, OffsetAndTimestamp, WakeupHandle};
 pub use error::{Error, ErrorKind, Result};
 pub use record::{ConsumerRecords, Header, Headers, Record, TimestampType, TopicPartition};
+
+/// The README's example compiles.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -200,3 +200,172 @@ pub fn position_chunk(
         budget: Arc::clone(budget),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::records::testing::{control_batch, encode_batch, BatchSpec, RecordSpec};
+    use crate::{Error, ErrorKind};
+
+    fn batch(base: i64, n: i32, producer_id: i64, transactional: bool) -> Vec<u8> {
+        let values: Vec<String> = (0..n).map(|i| format!("v{}", base + i as i64)).collect();
+        let recs: Vec<RecordSpec<'_>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as i32, i as i64, None, Some(v.as_bytes()), &[][..]))
+            .collect();
+        encode_batch(&BatchSpec {
+            base_offset: base,
+            producer_id,
+            attributes: if transactional { 1 << 4 } else { 0 },
+            records: &recs,
+            ..BatchSpec::default()
+        })
+    }
+
+    /// A fake response body: some header bytes, then the record set.
+    fn frame(set: &[u8]) -> (Arc<Vec<u8>>, (usize, usize)) {
+        let mut body = vec![0xAB; 10];
+        body.extend_from_slice(set);
+        (Arc::new(body), (10, set.len()))
+    }
+
+    fn run(
+        set: &[u8],
+        fetch_offset: i64,
+        aborted: Option<Vec<(i64, i64)>>,
+    ) -> (Option<Chunk>, Option<RecordError>) {
+        let (f, range) = frame(set);
+        let budget = Arc::new(AtomicUsize::new(0));
+        build_chunk(
+            PartitionInput {
+                tp: TopicPartition::new("t", 4),
+                epoch: 1,
+                fetch_offset,
+                frame: &f,
+                records: range,
+                aborted,
+                check_crcs: true,
+            },
+            &budget,
+        )
+    }
+
+    fn values(c: &Chunk) -> Vec<(i64, String)> {
+        c.records
+            .iter()
+            .map(|r| {
+                let buf: &[u8] = if r.inflated { &c.inflated } else { &c.frame };
+                let v = &buf[r.value_start as usize..r.value_start as usize + r.value_len as usize];
+                (r.offset, String::from_utf8(v.to_vec()).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_before_the_fetch_offset_are_trimmed() {
+        let mut set = batch(0, 5, -1, false);
+        set.extend(batch(5, 5, -1, false));
+        let (c, e) = run(&set, 3, None);
+        assert!(e.is_none());
+        let c = c.unwrap();
+        assert_eq!(values(&c).first(), Some(&(3, "v3".to_owned())));
+        assert_eq!(c.records.len(), 7);
+        assert_eq!((c.fetch_offset, c.next_offset), (3, 10));
+    }
+
+    #[test]
+    fn a_partial_trailing_batch_is_left_for_the_next_fetch() {
+        let mut set = batch(0, 5, -1, false);
+        let second = batch(5, 5, -1, false);
+        set.extend_from_slice(&second[..second.len() - 3]);
+        let (c, e) = run(&set, 0, None);
+        assert!(e.is_none());
+        let c = c.unwrap();
+        assert_eq!(c.records.len(), 5);
+        assert_eq!(c.next_offset, 5);
+    }
+
+    #[test]
+    fn a_bad_crc_stops_before_the_batch_and_the_error_names_the_partition() {
+        let mut set = batch(0, 3, -1, false);
+        let mut bad = batch(3, 3, -1, false);
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        set.extend(bad);
+        let (c, e) = run(&set, 0, None);
+        let c = c.unwrap();
+        assert_eq!(
+            c.records.len(),
+            3,
+            "records before the corrupt batch are delivered"
+        );
+        assert_eq!(c.next_offset, 3, "the position stays at the corrupt batch");
+        let err = Error::records(e.unwrap(), &c.tp);
+        assert_eq!(err.kind(), &ErrorKind::Corrupt);
+        assert!(err.to_string().contains("t-4"), "{err}");
+        assert_eq!(err.partition(), Some(&TopicPartition::new("t", 4)));
+    }
+
+    #[test]
+    fn a_bad_crc_in_the_first_batch_yields_no_chunk() {
+        let mut set = batch(0, 3, -1, false);
+        set[30] ^= 1;
+        let (c, e) = run(&set, 0, None);
+        assert!(c.is_none());
+        assert!(matches!(e, Some(RecordError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn read_committed_skips_aborted_batches_and_control_records_but_advances() {
+        // pid 7 aborted at 0..3 (marker at 3); pid 8 committed at 4..6 (marker at 6);
+        // plain records at 7..8.
+        let mut set = batch(0, 3, 7, true);
+        set.extend(control_batch(3, 7, 0));
+        set.extend(batch(4, 2, 8, true));
+        set.extend(control_batch(6, 8, 1));
+        set.extend(batch(7, 2, -1, false));
+        let (c, e) = run(&set, 0, Some(vec![(7, 0)]));
+        assert!(e.is_none());
+        let c = c.unwrap();
+        let offsets: Vec<i64> = c.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![4, 5, 7, 8]);
+        assert_eq!(c.next_offset, 9);
+        // read_uncommitted: everything but the markers.
+        let (c, _) = run(&set, 0, None);
+        let offsets: Vec<i64> = c.unwrap().records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![0, 1, 2, 4, 5, 7, 8]);
+    }
+
+    #[test]
+    fn only_control_records_still_move_the_position() {
+        let set = control_batch(10, 7, 1);
+        let (c, e) = run(&set, 10, None);
+        assert!(e.is_none());
+        let c = c.unwrap();
+        assert!(c.records.is_empty());
+        assert_eq!(c.next_offset, 11);
+    }
+
+    #[test]
+    fn the_budget_is_charged_and_given_back() {
+        let set = batch(0, 3, -1, false);
+        let (f, range) = frame(&set);
+        let budget = Arc::new(AtomicUsize::new(0));
+        let (c, _) = build_chunk(
+            PartitionInput {
+                tp: TopicPartition::new("t", 0),
+                epoch: 1,
+                fetch_offset: 0,
+                frame: &f,
+                records: range,
+                aborted: None,
+                check_crcs: true,
+            },
+            &budget,
+        );
+        assert_eq!(budget.load(Ordering::Acquire), set.len());
+        drop(c);
+        assert_eq!(budget.load(Ordering::Acquire), 0);
+    }
+}

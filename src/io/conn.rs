@@ -31,6 +31,9 @@ pub enum ConnState {
     Closed,
 }
 
+/// First allocation for an incoming frame; larger frames grow as their bytes arrive.
+const INITIAL_FRAME_BUFFER: usize = 1024 * 1024;
+
 /// A request on the wire awaiting its response.
 #[derive(Debug)]
 pub struct InFlight<K> {
@@ -65,6 +68,8 @@ pub struct Conn<K> {
     head_len: usize,
     body: Vec<u8>,
     body_len: usize,
+    /// Size of the frame being read (the buffer grows towards it as bytes arrive).
+    frame_len: usize,
     /// Consecutive failed attempts, for the reconnect backoff.
     pub failures: u32,
     /// Not before this instant may a closed connection reconnect.
@@ -102,6 +107,7 @@ impl<K> Conn<K> {
             head_len: 0,
             body: Vec::new(),
             body_len: 0,
+            frame_len: 0,
             failures: 0,
             retry_at: None,
             client_id: client_id.to_owned(),
@@ -358,14 +364,20 @@ impl<K> Conn<K> {
                                 "response frame shorter than its header",
                             ));
                         }
-                        // The frame gets its own buffer, handed on without a copy.
-                        self.body = vec![0; len];
+                        // The frame gets its own buffer, handed on without a copy. It
+                        // grows as bytes arrive, so a hostile length cannot make us
+                        // allocate memory the broker never sends.
+                        self.frame_len = len;
+                        self.body = vec![0; len.min(INITIAL_FRAME_BUFFER)];
                         self.body_len = 0;
                     }
                 }
                 Ok(n) => {
                     self.body_len += n;
-                    if self.body_len == self.body.len() {
+                    if self.body_len == self.body.len() && self.body_len < self.frame_len {
+                        let grown = (self.body.len() * 2).min(self.frame_len);
+                        self.body.resize(grown, 0);
+                    } else if self.body_len == self.frame_len {
                         let body = std::mem::take(&mut self.body);
                         self.head_len = 0;
                         self.body_len = 0;

@@ -611,6 +611,18 @@ impl IoLoop {
                     Ok(resp) => self.metadata(resp, now),
                     Err(e) => {
                         log::warn!("malformed Metadata response from node {node}: {e}");
+                        // Callers waiting on metadata learn why, instead of timing out.
+                        let err = Error::decode(
+                            e,
+                            format!("malformed Metadata response from node {node}"),
+                        );
+                        for (_, _, reply) in self.topic_waiters.drain(..) {
+                            let _ = reply.send(Err(err.clone()));
+                        }
+                        for l in &mut self.lookups {
+                            l.failed.get_or_insert_with(|| err.clone());
+                        }
+                        self.finish_lookups(now);
                         self.close_conn(node, "malformed response", now);
                     }
                 }

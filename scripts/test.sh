@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test on a fresh machine: assembles and starts the local Kafka broker
+# (scripts/broker.sh; needs Java 17 and Maven reaching Maven Central), then the unit,
+# integration and doc tests against it. Stops the broker afterwards if it started it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+for tool in cargo java javac mvn; do
+  command -v "$tool" >/dev/null || { echo "test.sh: '$tool' is required but not installed" >&2; exit 1; }
+done
+
+started=0
+if [[ -z "${KAFKA_BOOTSTRAP:-}" ]]; then
+  if ! scripts/broker.sh status >/dev/null 2>&1; then
+    started=1
+  fi
+  KAFKA_BOOTSTRAP="$(scripts/broker.sh start | tail -n1)"
+  export KAFKA_BOOTSTRAP
+fi
+if [[ "$started" == 1 ]]; then
+  trap 'scripts/broker.sh stop >/dev/null 2>&1 || true' EXIT
+fi
+echo "test.sh: broker at $KAFKA_BOOTSTRAP"
+
+cargo test --release --all-targets
+cargo test --release --doc
