@@ -67,10 +67,13 @@ ensure_libs() {
   log "fetching Kafka $VERSION jars into $LIBS"
   local tmp="$LIBS.tmp.$$"
   rm -rf "$tmp"
+  mkdir -p "$KAFKA_DIR"
+  # (mvn -q output is kept aside: Maven 3.8 prints stray ANSI resets.)
   if ! mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies \
-      -DoutputDirectory="$tmp" -Dkafka.version="$VERSION" >&2; then
+      -DoutputDirectory="$tmp" -Dkafka.version="$VERSION" >"$KAFKA_DIR/mvn-$VERSION.log" 2>&1; then
+    cat "$KAFKA_DIR/mvn-$VERSION.log" >&2
     rm -rf "$tmp"
-    die "mvn could not resolve Kafka $VERSION"
+    die "mvn could not resolve Kafka $VERSION (see above)"
   fi
   [[ -f "$tmp/kafka_2.13-$VERSION.jar" ]] || { rm -rf "$tmp"; die "kafka_2.13-$VERSION.jar missing after mvn"; }
   rm -rf "$LIBS"
@@ -106,7 +109,7 @@ running_pid() { # prints the pid if a broker started by this script is alive
 }
 
 info_get() { # info_get KEY -> value recorded for the running broker
-  [[ -f "$INFO_FILE" ]] && sed -n "s/^$1=//p" "$INFO_FILE" | head -n1
+  if [[ -f "$INFO_FILE" ]]; then sed -n "s/^$1=//p" "$INFO_FILE" | head -n1; fi
 }
 
 tcp_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
@@ -181,6 +184,11 @@ num.io.threads=4
 num.partitions=1
 default.replication.factor=1
 auto.create.topics.enable=false
+# Keep test data regardless of record timestamps (the 168 h default deletes
+# records produced with old CreateTimes within minutes), and accept any
+# CreateTime (the default rejects timestamps more than 1 h in the future).
+log.retention.ms=-1
+log.message.timestamp.after.max.ms=9223372036854775807
 
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=3

@@ -29,6 +29,8 @@ struct UserPart {
     /// Offset of the next record `poll` will return; `None` until known.
     position: Option<i64>,
     paused: bool,
+    /// No position, and `auto.offset.reset` is none: `position()` fails at once.
+    no_offset: bool,
 }
 
 /// Interrupts a blocked [`Consumer::poll`] from another thread.
@@ -160,6 +162,7 @@ impl Consumer {
                             epoch: e,
                             position: None,
                             paused: false,
+                            no_offset: false,
                         },
                     );
                     e
@@ -168,6 +171,8 @@ impl Consumer {
             list.push((tp.clone(), epoch, SeekTo::Default));
         }
         self.queue.retain(|(c, _)| seen.contains(&c.tp));
+        self.errors
+            .retain(|e| e.partition().is_none_or(|tp| seen.contains(tp)));
         self.assignment = wanted;
         self.io.send(Command::Assign(list))
     }
@@ -192,11 +197,13 @@ impl Consumer {
         let epoch = self.epoch();
         let p = self.part_mut(tp)?;
         p.epoch = epoch;
+        p.no_offset = false;
         p.position = match to {
             SeekTo::Offset(o) => Some(o),
             _ => None,
         };
         self.queue.retain(|(c, _)| c.tp != *tp);
+        self.errors.retain(|e| e.partition() != Some(tp));
         self.io.send(Command::Seek(tp.clone(), epoch, to))
     }
 
@@ -304,7 +311,19 @@ impl Consumer {
                     (Some(tp), Some(epoch)) => self.parts.get(tp).is_none_or(|p| p.epoch != epoch),
                     _ => false,
                 };
-                if !stale {
+                // One pending error per partition and kind: a partition that keeps
+                // failing (corrupt data, offset out of range) must not grow the queue.
+                let duplicate = e.partition().is_some()
+                    && self
+                        .errors
+                        .iter()
+                        .any(|q| q.partition() == e.partition() && q.kind() == e.kind());
+                if !stale && e.kind() == &ErrorKind::NoOffset {
+                    if let Some(p) = e.partition().and_then(|tp| self.parts.get_mut(tp)) {
+                        p.no_offset = true;
+                    }
+                }
+                if !stale && !duplicate {
                     self.errors.push_back(e);
                 }
             }
@@ -430,6 +449,13 @@ impl Consumer {
             if let Some(pos) = p.position {
                 return Ok(pos);
             }
+            if p.no_offset {
+                return Err(Error::new(
+                    ErrorKind::NoOffset,
+                    format!("partition {tp} has no position and auto.offset.reset is none"),
+                )
+                .with_partition(tp.clone()));
+            }
             let epoch = p.epoch;
             self.drain()?;
             if let Some((c, _)) = self
@@ -444,15 +470,6 @@ impl Consumer {
             if let Some(i) = self.errors.iter().position(|e| e.partition() == Some(tp)) {
                 if let Some(e) = self.errors.remove(i) {
                     return Err(e);
-                }
-            }
-            if let Some(i) = self
-                .errors
-                .iter()
-                .position(|e| e.kind() == &ErrorKind::NoOffset)
-            {
-                if let Some(e) = self.errors.remove(i) {
-                    return Err(e.with_partition(tp.clone()));
                 }
             }
             if !self.wait(deadline)? {

@@ -419,6 +419,8 @@ fn auto_offset_reset_latest_earliest_and_none() {
     none.assign(one).unwrap();
     let e = none.poll(Duration::from_secs(10)).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::NoOffset, "{e}");
+    assert_eq!(e.partition(), Some(&tp));
+    assert_eq!(none.position(&tp).unwrap_err().kind(), &ErrorKind::NoOffset);
     none.seek(&tp, 10_000).unwrap();
     let e = none.poll(Duration::from_secs(10)).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::OffsetOutOfRange, "{e}");
@@ -489,4 +491,14 @@ fn an_unreachable_broker_times_out_with_a_clear_error() {
     let mut c = kafka_consumer::Consumer::new(cfg).unwrap();
     let e = c.partitions_for("anything").unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Timeout, "{e}");
+}
+
+#[test]
+fn a_dead_bootstrap_server_is_skipped_for_the_next_one() {
+    let topic = unique_topic("bootstrap");
+    Produce::new(&topic, 2, 10).run();
+    let cfg = kafka_consumer::ConsumerConfig::new(&format!("127.0.0.1:1,{}", bootstrap()))
+        .default_api_timeout(Duration::from_secs(20));
+    let mut c = kafka_consumer::Consumer::new(cfg).unwrap();
+    assert_eq!(c.partitions_for(&topic).unwrap(), all_partitions(&topic, 2));
 }

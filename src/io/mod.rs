@@ -323,7 +323,7 @@ impl IoLoop {
                     match self.parts.get(&tp) {
                         Some(p) if p.epoch == epoch => {}
                         _ => {
-                            let st = self.new_part_state(epoch, to);
+                            let st = self.new_part_state(&tp, epoch, to);
                             self.parts.insert(tp, st);
                         }
                     }
@@ -333,7 +333,7 @@ impl IoLoop {
                 self.metadata_needed = true;
             }
             Command::Seek(tp, epoch, to) => {
-                let st = self.new_part_state(epoch, to);
+                let st = self.new_part_state(&tp, epoch, to);
                 if let Some(p) = self.parts.get_mut(&tp) {
                     // An in-flight fetch for the old position is discarded by epoch.
                     *p = PartState {
@@ -416,7 +416,7 @@ impl IoLoop {
         });
     }
 
-    fn new_part_state(&self, epoch: u64, to: SeekTo) -> PartState {
+    fn new_part_state(&self, tp: &TopicPartition, epoch: u64, to: SeekTo) -> PartState {
         let default_reset = match self.cfg.auto_offset_reset {
             OffsetReset::Earliest => Some(list_offsets::EARLIEST),
             OffsetReset::Latest => Some(list_offsets::LATEST),
@@ -433,8 +433,9 @@ impl IoLoop {
             let _ = self.ev_tx.send(Event::Error(
                 Error::new(
                     ErrorKind::NoOffset,
-                    "no position for a partition and auto.offset.reset is none; seek first",
-                ),
+                    format!("partition {tp} has no position and auto.offset.reset is none; seek first"),
+                )
+                .with_partition(tp.clone()),
                 Some(epoch),
             ));
         }
@@ -1397,7 +1398,24 @@ impl IoLoop {
 fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
     let exp = initial.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
     let base = exp.min(max);
-    let nanos = Instant::now().elapsed().subsec_nanos() ^ std::process::id();
-    let jitter = 0.8 + (nanos % 400) as f64 / 1000.0;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let jitter = 0.8 + f64::from(nanos % 400) / 1000.0;
     base.mul_f64(jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_exponentially_with_jitter_and_is_capped() {
+        let (i, m) = (Duration::from_millis(50), Duration::from_millis(1000));
+        for f in 1..20 {
+            let b = backoff(i, m, f);
+            let base = (i * (1 << (f - 1).min(16))).min(m);
+            assert!(b >= base.mul_f64(0.79) && b <= base.mul_f64(1.21), "{f}: {b:?}");
+        }
+    }
 }
