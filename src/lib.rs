@@ -23,6 +23,7 @@
 
 #![deny(missing_docs)]
 
+mod buffer;
 mod config;
 mod consumer;
 mod error;

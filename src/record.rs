@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::buffer::FrameBuf;
 use crate::protocol::records::HeaderIter;
 pub use crate::protocol::records::TimestampType;
 
@@ -86,7 +87,7 @@ pub(crate) struct Chunk {
     pub next_offset: i64,
     /// Leader epoch of the last batch (for the position's epoch).
     pub last_epoch: i32,
-    pub frame: Arc<Vec<u8>>,
+    pub frame: Arc<FrameBuf>,
     pub inflated: Vec<u8>,
     pub records: Vec<StoredRecord>,
     /// Bytes charged against the prefetch budget, given back on drop.

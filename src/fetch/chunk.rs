@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::buffer::FrameBuf;
 use crate::fetch::aborted::AbortedFilter;
 use crate::protocol::records::{
     control_type, decompress, BatchIter, Compression, ControlType, RecordError, RecordIter,
@@ -32,7 +33,7 @@ pub struct PartitionInput<'a> {
     pub fetch_offset: i64,
     /// High watermark from the response.
     /// The whole response body (records ranges point into it).
-    pub frame: &'a Arc<Vec<u8>>,
+    pub frame: &'a Arc<FrameBuf>,
     /// Start and length of this partition's record set in `frame`.
     pub records: (usize, usize),
     /// read_committed: the aborted transactions listed for this partition.
@@ -69,6 +70,11 @@ pub fn build_chunk(
         if h.next_offset() <= input.fetch_offset {
             continue;
         }
+        if records.capacity() == 0 && h.record_count > 0 {
+            // Size the record index once from the first batch's density.
+            let per_record = (h.batch_length.max(1) as usize / h.record_count as usize).max(1);
+            records.reserve(len / per_record + h.record_count as usize);
+        }
         let result = (|| -> Result<(), RecordError> {
             if h.is_control() {
                 // Never delivered; an ABORT marker ends its producer's aborted transaction.
@@ -95,13 +101,18 @@ pub fn build_chunk(
                     (&inflated[at..], at, true)
                 };
             let before = records.len();
-            for r in RecordIter::new(h, buf) {
-                let r = match r {
-                    Ok(r) => r,
-                    Err(e) => {
-                        records.truncate(before);
-                        return Err(e);
-                    }
+            let mut it = RecordIter::new(h, buf);
+            loop {
+                let r = match it.next_fast() {
+                    Some(r) => r,
+                    None => match it.next() {
+                        None => break,
+                        Some(Ok(r)) => r,
+                        Some(Err(e)) => {
+                            records.truncate(before);
+                            return Err(e);
+                        }
+                    },
                 };
                 if r.offset < input.fetch_offset {
                     continue;
@@ -193,7 +204,7 @@ pub fn position_chunk(
         fetch_offset: from,
         next_offset: to,
         last_epoch: -1,
-        frame: Arc::new(Vec::new()),
+        frame: Arc::new(FrameBuf::from_vec(Vec::new())),
         inflated: Vec::new(),
         records: Vec::new(),
         charged: 0,
@@ -224,10 +235,10 @@ mod tests {
     }
 
     /// A fake response body: some header bytes, then the record set.
-    fn frame(set: &[u8]) -> (Arc<Vec<u8>>, (usize, usize)) {
+    fn frame(set: &[u8]) -> (Arc<FrameBuf>, (usize, usize)) {
         let mut body = vec![0xAB; 10];
         body.extend_from_slice(set);
-        (Arc::new(body), (10, set.len()))
+        (Arc::new(FrameBuf::from_vec(body)), (10, set.len()))
     }
 
     fn run(

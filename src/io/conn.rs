@@ -13,6 +13,7 @@ use std::time::Instant;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
+use crate::buffer::{FrameBuf, Pool};
 use crate::protocol::api::api_versions::{self, ApiVersionsRequest};
 use crate::protocol::api::{negotiate, Api};
 use crate::protocol::error_code::ErrorCode;
@@ -66,8 +67,11 @@ pub struct Conn<K> {
     writable_registered: bool,
     head: [u8; 4],
     head_len: usize,
+    /// The frame being read: `body[..body_len]` is filled; `body` may be longer (a reused
+    /// buffer) and grows towards `frame_len` as bytes arrive.
     body: Vec<u8>,
     body_len: usize,
+    pool: Pool,
     /// Size of the frame being read (the buffer grows towards it as bytes arrive).
     frame_len: usize,
     /// Consecutive failed attempts, for the reconnect backoff.
@@ -82,12 +86,19 @@ pub enum ReadOutcome<K> {
     /// A complete response to one of our requests.
     Response {
         in_flight: InFlight<K>,
-        body: Vec<u8>,
+        body: FrameBuf,
     },
 }
 
 impl<K> Conn<K> {
-    pub fn new(node_id: i32, host: &str, port: u16, token: Token, client_id: &str) -> Conn<K> {
+    pub fn new(
+        node_id: i32,
+        host: &str,
+        port: u16,
+        token: Token,
+        client_id: &str,
+        pool: Pool,
+    ) -> Conn<K> {
         Conn {
             node_id,
             host: host.to_owned(),
@@ -108,6 +119,7 @@ impl<K> Conn<K> {
             body: Vec::new(),
             body_len: 0,
             frame_len: 0,
+            pool,
             failures: 0,
             retry_at: None,
             client_id: client_id.to_owned(),
@@ -343,7 +355,8 @@ impl<K> Conn<K> {
             let res = if self.head_len < 4 {
                 stream.read(&mut self.head[self.head_len..])
             } else {
-                stream.read(&mut self.body[self.body_len..])
+                let end = self.body.len().min(self.frame_len);
+                stream.read(&mut self.body[self.body_len..end])
             };
             match res {
                 Ok(0) => {
@@ -368,7 +381,11 @@ impl<K> Conn<K> {
                         // grows as bytes arrive, so a hostile length cannot make us
                         // allocate memory the broker never sends.
                         self.frame_len = len;
-                        self.body = vec![0; len.min(INITIAL_FRAME_BUFFER)];
+                        self.body = self.pool.take();
+                        let first = len.min(self.body.len().max(INITIAL_FRAME_BUFFER));
+                        if self.body.len() < first {
+                            self.body.resize(first, 0);
+                        }
                         self.body_len = 0;
                     }
                 }
@@ -378,7 +395,9 @@ impl<K> Conn<K> {
                         let grown = (self.body.len() * 2).min(self.frame_len);
                         self.body.resize(grown, 0);
                     } else if self.body_len == self.frame_len {
-                        let body = std::mem::take(&mut self.body);
+                        let body = self
+                            .pool
+                            .frame(std::mem::take(&mut self.body), self.frame_len);
                         self.head_len = 0;
                         self.body_len = 0;
                         self.complete(body, out)?;
@@ -391,7 +410,7 @@ impl<K> Conn<K> {
         }
     }
 
-    fn complete(&mut self, body: Vec<u8>, out: &mut Vec<ReadOutcome<K>>) -> io::Result<()> {
+    fn complete(&mut self, body: FrameBuf, out: &mut Vec<ReadOutcome<K>>) -> io::Result<()> {
         let corr = frame::correlation_id(&body)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         match self.in_flight.remove(&corr) {

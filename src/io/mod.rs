@@ -24,6 +24,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token, Waker};
 
 use self::conn::{Conn, ConnState, InFlight, ReadOutcome};
+use crate::buffer::{FrameBuf, Pool};
 use crate::config::{parse_host_port, ConsumerConfig, OffsetReset};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::chunk::{build_chunk, position_chunk, PartitionInput};
@@ -160,6 +161,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         fetching: HashSet::new(),
         lookups: Vec::new(),
         next_lookup: 1,
+        pool: Pool::new(),
         topic_waiters: Vec::new(),
         cfg,
     };
@@ -258,6 +260,7 @@ struct IoLoop {
     fetching: HashSet<i32>,
     lookups: Vec<Lookup>,
     next_lookup: u64,
+    pool: Pool,
     /// `partitions_for` callers waiting for metadata.
     topic_waiters: Vec<TopicWaiter>,
 }
@@ -433,7 +436,9 @@ impl IoLoop {
             let _ = self.ev_tx.send(Event::Error(
                 Error::new(
                     ErrorKind::NoOffset,
-                    format!("partition {tp} has no position and auto.offset.reset is none; seek first"),
+                    format!(
+                        "partition {tp} has no position and auto.offset.reset is none; seek first"
+                    ),
                 )
                 .with_partition(tp.clone()),
                 Some(epoch),
@@ -561,7 +566,14 @@ impl IoLoop {
             self.tokens.insert(token, node);
             self.conns.insert(
                 node,
-                Conn::new(node, &host, port, token, &self.cfg.client_id),
+                Conn::new(
+                    node,
+                    &host,
+                    port,
+                    token,
+                    &self.cfg.client_id,
+                    self.pool.clone(),
+                ),
             );
         }
         let conn = self.conns.get_mut(&node)?;
@@ -594,7 +606,7 @@ impl IoLoop {
 
     // ----- responses -------------------------------------------------------------------
 
-    fn response(&mut self, node: i32, f: InFlight<Req>, body: Vec<u8>, now: Instant) {
+    fn response(&mut self, node: i32, f: InFlight<Req>, body: FrameBuf, now: Instant) {
         match f.kind {
             Req::ApiVersions => {
                 let deadline = now + self.cfg.request_timeout;
@@ -777,7 +789,7 @@ impl IoLoop {
         &mut self,
         node: i32,
         version: i16,
-        body: Vec<u8>,
+        body: FrameBuf,
         sent: Vec<(TopicPartition, u64, i64)>,
         now: Instant,
     ) {
@@ -1415,7 +1427,10 @@ mod tests {
         for f in 1..20 {
             let b = backoff(i, m, f);
             let base = (i * (1 << (f - 1).min(16))).min(m);
-            assert!(b >= base.mul_f64(0.79) && b <= base.mul_f64(1.21), "{f}: {b:?}");
+            assert!(
+                b >= base.mul_f64(0.79) && b <= base.mul_f64(1.21),
+                "{f}: {b:?}"
+            );
         }
     }
 }

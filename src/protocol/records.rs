@@ -719,6 +719,77 @@ impl<'a> RecordIter<'a> {
         self.remaining
     }
 
+    /// The next record if it is well formed, without building an error value; `None` when
+    /// the records are exhausted or the next one needs the careful path: call
+    /// [`Iterator::next`] then, which says exactly what is wrong.
+    #[inline]
+    pub fn next_fast(&mut self) -> Option<RecordRef> {
+        if self.done || self.pending.is_some() || self.remaining == 0 {
+            return None;
+        }
+        let (r, end) = self.record_fast()?;
+        self.pos = end;
+        self.remaining -= 1;
+        Some(r)
+    }
+
+    /// The hot path: decodes one well-formed record without building any error value.
+    /// Anything unusual returns `None`, and [`RecordIter::record`] reads the record again
+    /// to say exactly what is wrong. It accepts nothing that `record` rejects.
+    #[inline]
+    fn record_fast(&self) -> Option<(RecordRef, usize)> {
+        let buf = self.buf;
+        let mut p = self.pos;
+        let len = fast_varint(buf, &mut p)?;
+        if len < 0 {
+            return None;
+        }
+        let end = p + len as usize;
+        let rec = buf.get(..end)?;
+        if p == end {
+            return None;
+        }
+        p += 1; // attributes: unused
+        let ts_delta = fast_varlong(rec, &mut p)?;
+        let offset_delta = fast_varint(rec, &mut p)?;
+        let key = fast_bytes(rec, &mut p)?;
+        let value = fast_bytes(rec, &mut p)?;
+        let count = fast_varint(rec, &mut p)?;
+        if count < 0 {
+            return None;
+        }
+        let headers_start = p;
+        for _ in 0..count {
+            let klen = fast_varint(rec, &mut p)?;
+            if klen < 0 {
+                return None;
+            }
+            let k = rec.get(p..p + klen as usize)?;
+            std::str::from_utf8(k).ok()?;
+            p += klen as usize;
+            fast_bytes(rec, &mut p)?;
+        }
+        if p != end {
+            return None;
+        }
+        let offset = self.base_offset.checked_add(offset_delta as i64)?;
+        let timestamp = match self.log_append_time {
+            Some(t) => t,
+            None => self.base_timestamp.checked_add(ts_delta)?,
+        };
+        Some((
+            RecordRef {
+                offset,
+                timestamp,
+                key,
+                value,
+                headers: (headers_start as u32, (end - headers_start) as u32),
+                header_count: count as u32,
+            },
+            end,
+        ))
+    }
+
     fn record(&mut self) -> Result<RecordRef, RecordError> {
         let buf = self.buf;
         let mut p = self.pos;
@@ -822,6 +893,11 @@ impl Iterator for RecordIter<'_> {
                 DecodeError::new(DecodeErrorKind::TrailingBytes(extra))
                     .context("RecordBatch.records"),
             )));
+        }
+        if let Some((r, end)) = self.record_fast() {
+            self.pos = end;
+            self.remaining -= 1;
+            return Some(Ok(r));
         }
         match self.record() {
             Ok(r) => {
@@ -991,6 +1067,85 @@ fn truncated(remaining: usize, what: &'static str) -> RecordError {
         })
         .context(what),
     )
+}
+
+/// [`varint`] without an error value: `None` for truncated or overlong input.
+#[inline(always)]
+fn fast_varint(buf: &[u8], p: &mut usize) -> Option<i32> {
+    let b = *buf.get(*p)?;
+    let u = if b < 0x80 {
+        *p += 1;
+        b as u32
+    } else if let Some(&b1) = buf.get(*p + 1).filter(|&&b1| b1 < 0x80) {
+        // Two bytes: lengths and offset deltas up to 8191, the common case.
+        *p += 2;
+        (b & 0x7f) as u32 | (b1 as u32) << 7
+    } else {
+        let mut value = (b & 0x7f) as u32;
+        let mut i = 1;
+        loop {
+            let b = *buf.get(*p + i)?;
+            if i == 4 && b > 0x0f {
+                return None;
+            }
+            value |= ((b & 0x7f) as u32) << (7 * i);
+            i += 1;
+            if b < 0x80 {
+                break;
+            }
+            if i == 5 {
+                return None;
+            }
+        }
+        *p += i;
+        value
+    };
+    Some(((u >> 1) as i32) ^ -((u & 1) as i32))
+}
+
+/// [`varlong`] without an error value.
+#[inline(always)]
+fn fast_varlong(buf: &[u8], p: &mut usize) -> Option<i64> {
+    let b = *buf.get(*p)?;
+    let u = if b < 0x80 {
+        *p += 1;
+        b as u64
+    } else {
+        let mut value = (b & 0x7f) as u64;
+        let mut i = 1;
+        loop {
+            let b = *buf.get(*p + i)?;
+            if i == 9 && b > 0x01 {
+                return None;
+            }
+            value |= ((b & 0x7f) as u64) << (7 * i);
+            i += 1;
+            if b < 0x80 {
+                break;
+            }
+            if i == 10 {
+                return None;
+            }
+        }
+        *p += i;
+        value
+    };
+    Some(((u >> 1) as i64) ^ -((u & 1) as i64))
+}
+
+/// [`bytes_range`] without an error value: `Some(None)` is a null field.
+#[inline(always)]
+fn fast_bytes(buf: &[u8], p: &mut usize) -> Option<Option<(u32, u32)>> {
+    let len = fast_varint(buf, p)?;
+    if len == -1 {
+        return Some(None);
+    }
+    if len < 0 || len as usize > buf.len() - *p {
+        return None;
+    }
+    let start = *p;
+    *p += len as usize;
+    Some(Some((start as u32, len as u32)))
 }
 
 /// Reads a nullable byte field (zigzag varint length, −1 = null) as a `(start, len)` range.
@@ -2155,5 +2310,78 @@ mod tests {
             Compression::from_code(7),
             Err(RecordError::UnknownCompression(7))
         );
+    }
+
+    #[test]
+    fn the_fast_record_path_agrees_with_the_careful_one_on_mutated_input() {
+        let headers: &[(&str, Option<&[u8]>)] = &[("seq", Some(b"12")), ("dup", None)];
+        let recs: Vec<testing::RecordSpec<'_>> = (0..20)
+            .map(|i| {
+                let v: &[u8] = if i % 3 == 0 { &[0xAB; 200] } else { b"value" };
+                (
+                    i,
+                    i as i64 * 1000,
+                    (i % 2 == 0).then_some(&b"k"[..]),
+                    Some(v),
+                    if i % 4 == 0 { headers } else { &[][..] },
+                )
+            })
+            .collect();
+        let clean = testing::encode_records(&recs);
+        let header = BatchHeader {
+            base_offset: 100,
+            batch_length: 0,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: 19,
+            base_timestamp: 5,
+            max_timestamp: 5,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            record_count: 20,
+        };
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut fast_hits = 0;
+        for round in 0..3000 {
+            let mut buf = clean.clone();
+            if round > 0 {
+                for _ in 0..(rand() % 4 + 1) {
+                    let at = (rand() as usize) % buf.len();
+                    buf[at] = rand() as u8;
+                }
+            }
+            let mut careful = RecordIter::new(&header, &buf);
+            let fast = RecordIter::new(&header, &buf);
+            let mut fast = fast;
+            loop {
+                let f = fast.record_fast();
+                let c = careful.record();
+                match (f, c) {
+                    (Some((rf, end)), Ok(rc)) => {
+                        fast_hits += 1;
+                        assert_eq!(rf, rc);
+                        assert_eq!(end, careful.pos);
+                        fast.pos = end;
+                    }
+                    (Some(_), Err(e)) => {
+                        panic!("fast path accepted what the careful one rejects: {e}")
+                    }
+                    (None, _) => break,
+                }
+                if careful.pos == buf.len() {
+                    break;
+                }
+            }
+        }
+        assert!(fast_hits > 20, "the fast path was exercised");
     }
 }

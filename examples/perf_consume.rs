@@ -1,0 +1,87 @@
+//! Throughput benchmark contender "ours" (see `benches/README.md`, run by `scripts/bench.sh`):
+//! reads a whole topic from the beginning and prints one JSON line.
+//!
+//! ```text
+//! cargo build --release --example perf_consume
+//! target/release/examples/perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc]
+//! ```
+//!
+//! Assigns every partition of TOPIC (`partitions_for`), seeks to the beginning and polls
+//! until EXPECTED_RECORDS records have arrived, then prints
+//! `{"records":N,"bytes":B,"elapsed_s":S}` on stdout: B is the sum of the value lengths,
+//! S runs from just before the first `poll` to the poll that returned the last record.
+//! Fetch settings are the Java client's defaults, spelled out so that every contender of
+//! the benchmark uses the same ones. `--no-crc` sets `check.crcs=false`.
+//!
+//! Exits 1 (after printing the JSON line with what it got) if no record arrives for 60 s.
+
+use std::time::{Duration, Instant};
+
+use kafka_consumer::{Consumer, ConsumerConfig};
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("perf_consume: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let no_crc = args.iter().any(|a| a == "--no-crc");
+    let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    if positional.len() != 3 {
+        return Err("usage: perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc]".into());
+    }
+    let (bootstrap, topic) = (positional[0].as_str(), positional[1].as_str());
+    let expected: u64 = positional[2].parse()?;
+
+    let config = ConsumerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "perf-consume"),
+        ("auto.offset.reset", "earliest"),
+        ("check.crcs", if no_crc { "false" } else { "true" }),
+        ("fetch.min.bytes", "1"),
+        ("fetch.max.bytes", "52428800"),
+        ("max.partition.fetch.bytes", "1048576"),
+        ("fetch.max.wait.ms", "500"),
+    ])?;
+    let mut consumer = Consumer::new(config)?;
+    let partitions = consumer.partitions_for(topic)?;
+    if partitions.is_empty() {
+        return Err(format!("topic {topic} has no partitions").into());
+    }
+    consumer.assign(&partitions)?;
+    consumer.seek_to_beginning(&partitions)?;
+
+    let idle_limit = Duration::from_secs(60);
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let started = Instant::now();
+    let mut last_record = started;
+    while records < expected {
+        let batch = consumer.poll(Duration::from_millis(100))?;
+        if batch.is_empty() {
+            if last_record.elapsed() > idle_limit {
+                break;
+            }
+            continue;
+        }
+        for r in &batch {
+            records += 1;
+            bytes += r.value().map_or(0, |v| v.len()) as u64;
+        }
+        last_record = Instant::now();
+    }
+    // On success this is the poll that returned the last record.
+    let elapsed = last_record.duration_since(started).as_secs_f64();
+    println!("{{\"records\":{records},\"bytes\":{bytes},\"elapsed_s\":{elapsed:.6}}}");
+    consumer.close()?;
+    if records < expected {
+        return Err(format!(
+            "got {records} of {expected} records from {topic}: none for {}s",
+            idle_limit.as_secs()
+        )
+        .into());
+    }
+    Ok(())
+}
