@@ -111,6 +111,8 @@ pub fn unique_topic(prefix: &str) -> String {
 /// Options for one run of the Java test producer.
 #[derive(Debug, Clone)]
 pub struct Produce<'a> {
+    /// Another broker than the shared test broker.
+    pub bootstrap: Option<&'a str>,
     pub topic: &'a str,
     pub partitions: i32,
     pub start: u64,
@@ -126,6 +128,7 @@ pub struct Produce<'a> {
 impl<'a> Produce<'a> {
     pub fn new(topic: &'a str, partitions: i32, count: u64) -> Self {
         Produce {
+            bootstrap: None,
             topic,
             partitions,
             start: 0,
@@ -150,7 +153,7 @@ impl<'a> Produce<'a> {
                     .display()
             ))
             .arg("TestProducer")
-            .args(["--bootstrap", bootstrap()])
+            .args(["--bootstrap", self.bootstrap.unwrap_or_else(|| bootstrap())])
             .args(["--topic", self.topic])
             .args(["--partitions", &self.partitions.to_string()])
             .args(["--start", &self.start.to_string()])
@@ -240,4 +243,49 @@ pub fn seq(r: &kafka_consumer::Record<'_>) -> u64 {
         .expect("utf8")
         .parse()
         .expect("number")
+}
+
+/// A second broker of our own (own port and run directory) for tests that stop and
+/// restart it. Stopped and removed on drop.
+pub struct OwnBroker {
+    env: Vec<(&'static str, String)>,
+    pub bootstrap: String,
+}
+
+impl OwnBroker {
+    pub fn start(name: &str, port: u16) -> OwnBroker {
+        let mut b = OwnBroker {
+            env: vec![
+                ("KAFKA_RUN_DIR", format!("target/kafka/{name}")),
+                ("KAFKA_KEEP_DATA", "1".into()),
+                ("KAFKA_PORT", port.to_string()),
+                ("KAFKA_CONTROLLER_PORT", (port + 1).to_string()),
+            ],
+            bootstrap: String::new(),
+        };
+        b.script(&["stop", "--clean"]);
+        b.bootstrap = last_line(&b.script(&["start"]));
+        b
+    }
+
+    pub fn script(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("bash");
+        cmd.arg(root().join("scripts/broker.sh")).args(args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        run(&mut cmd, &format!("scripts/broker.sh {}", args.join(" ")))
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let mut cmd = Command::new("bash");
+        cmd.arg(root().join("scripts/broker.sh"))
+            .args(["stop", "--clean"]);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let _ = cmd.output();
+    }
 }
