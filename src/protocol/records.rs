@@ -35,7 +35,9 @@
 
 use std::fmt;
 
-use crate::protocol::wire::{DecodeError, DecodeErrorKind, Reader};
+use crate::protocol::wire::{
+    read_uvarint, varint_error, zigzag32, zigzag64, DecodeError, DecodeErrorKind, Reader,
+};
 
 /// Size of the fixed record batch header that precedes the records section.
 pub const BATCH_HEADER_SIZE: usize = 61;
@@ -1072,65 +1074,13 @@ fn truncated(remaining: usize, what: &'static str) -> RecordError {
 /// [`varint`] without an error value: `None` for truncated or overlong input.
 #[inline(always)]
 fn fast_varint(buf: &[u8], p: &mut usize) -> Option<i32> {
-    let b = *buf.get(*p)?;
-    let u = if b < 0x80 {
-        *p += 1;
-        b as u32
-    } else if let Some(&b1) = buf.get(*p + 1).filter(|&&b1| b1 < 0x80) {
-        // Two bytes: lengths and offset deltas up to 8191, the common case.
-        *p += 2;
-        (b & 0x7f) as u32 | (b1 as u32) << 7
-    } else {
-        let mut value = (b & 0x7f) as u32;
-        let mut i = 1;
-        loop {
-            let b = *buf.get(*p + i)?;
-            if i == 4 && b > 0x0f {
-                return None;
-            }
-            value |= ((b & 0x7f) as u32) << (7 * i);
-            i += 1;
-            if b < 0x80 {
-                break;
-            }
-            if i == 5 {
-                return None;
-            }
-        }
-        *p += i;
-        value
-    };
-    Some(((u >> 1) as i32) ^ -((u & 1) as i32))
+    read_uvarint(buf, p, 5).map(zigzag32)
 }
 
 /// [`varlong`] without an error value.
 #[inline(always)]
 fn fast_varlong(buf: &[u8], p: &mut usize) -> Option<i64> {
-    let b = *buf.get(*p)?;
-    let u = if b < 0x80 {
-        *p += 1;
-        b as u64
-    } else {
-        let mut value = (b & 0x7f) as u64;
-        let mut i = 1;
-        loop {
-            let b = *buf.get(*p + i)?;
-            if i == 9 && b > 0x01 {
-                return None;
-            }
-            value |= ((b & 0x7f) as u64) << (7 * i);
-            i += 1;
-            if b < 0x80 {
-                break;
-            }
-            if i == 10 {
-                return None;
-            }
-        }
-        *p += i;
-        value
-    };
-    Some(((u >> 1) as i64) ^ -((u & 1) as i64))
+    read_uvarint(buf, p, 10).map(zigzag64)
 }
 
 /// [`bytes_range`] without an error value: `Some(None)` is a null field.
@@ -1167,72 +1117,16 @@ fn bytes_range(
     Ok(Some((start as u32, len as u32)))
 }
 
-/// Reads a zigzag varint at `*p` (at most 5 bytes), with a fast path for one byte.
+/// Reads a zigzag varint at `*p` (at most 5 bytes).
 #[inline(always)]
 fn varint(buf: &[u8], p: &mut usize) -> Result<i32, DecodeError> {
-    let u = match buf.get(*p) {
-        Some(&b) if b < 0x80 => {
-            *p += 1;
-            b as u32
-        }
-        _ => uvarint_slow(buf, p)?,
-    };
-    Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
+    fast_varint(buf, p).ok_or_else(|| varint_error(buf, *p, 5))
 }
 
-fn uvarint_slow(buf: &[u8], p: &mut usize) -> Result<u32, DecodeError> {
-    let mut value = 0u32;
-    for i in 0..5 {
-        let Some(&b) = buf.get(*p + i) else {
-            return Err(DecodeError::new(DecodeErrorKind::Truncated {
-                needed: i + 1,
-                remaining: buf.len() - *p,
-            }));
-        };
-        if i == 4 && b > 0x0f {
-            return Err(DecodeError::new(DecodeErrorKind::VarintTooLong));
-        }
-        value |= ((b & 0x7f) as u32) << (7 * i);
-        if b & 0x80 == 0 {
-            *p += i + 1;
-            return Ok(value);
-        }
-    }
-    Err(DecodeError::new(DecodeErrorKind::VarintTooLong))
-}
-
-/// Reads a zigzag varlong at `*p` (at most 10 bytes), with a fast path for one byte.
+/// Reads a zigzag varlong at `*p` (at most 10 bytes).
 #[inline(always)]
 fn varlong(buf: &[u8], p: &mut usize) -> Result<i64, DecodeError> {
-    let u = match buf.get(*p) {
-        Some(&b) if b < 0x80 => {
-            *p += 1;
-            b as u64
-        }
-        _ => uvarlong_slow(buf, p)?,
-    };
-    Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
-}
-
-fn uvarlong_slow(buf: &[u8], p: &mut usize) -> Result<u64, DecodeError> {
-    let mut value = 0u64;
-    for i in 0..10 {
-        let Some(&b) = buf.get(*p + i) else {
-            return Err(DecodeError::new(DecodeErrorKind::Truncated {
-                needed: i + 1,
-                remaining: buf.len() - *p,
-            }));
-        };
-        if i == 9 && b > 0x01 {
-            return Err(DecodeError::new(DecodeErrorKind::VarintTooLong));
-        }
-        value |= ((b & 0x7f) as u64) << (7 * i);
-        if b & 0x80 == 0 {
-            *p += i + 1;
-            return Ok(value);
-        }
-    }
-    Err(DecodeError::new(DecodeErrorKind::VarintTooLong))
+    fast_varlong(buf, p).ok_or_else(|| varint_error(buf, *p, 10))
 }
 
 /// Builders of record batches for tests and benchmarks. Not part of the supported API.

@@ -84,6 +84,65 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// Decodes an unsigned base-128 varint of at most `max` bytes (5 for 32-bit values, 10
+/// for 64-bit) at `buf[*p..]`, advancing `*p`. `None` when it is truncated or overlong
+/// ([`varint_error`] says which). Fast paths for one and two bytes: record lengths,
+/// deltas and compact lengths are almost always that short.
+#[inline(always)]
+pub(crate) fn read_uvarint(buf: &[u8], p: &mut usize, max: usize) -> Option<u64> {
+    let b0 = *buf.get(*p)?;
+    if b0 < 0x80 {
+        *p += 1;
+        return Some(b0 as u64);
+    }
+    let b1 = *buf.get(*p + 1)?;
+    if b1 < 0x80 {
+        *p += 2;
+        return Some((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+    }
+    // The last byte may only carry the bits left in the value: 4 of u32, 1 of u64.
+    let last_max = if max == 5 { 0x0f } else { 0x01 };
+    let mut value = (b0 & 0x7f) as u64 | ((b1 & 0x7f) as u64) << 7;
+    for i in 2..max {
+        let b = *buf.get(*p + i)?;
+        if i == max - 1 && b > last_max {
+            return None;
+        }
+        value |= ((b & 0x7f) as u64) << (7 * i);
+        if b < 0x80 {
+            *p += i + 1;
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Why [`read_uvarint`] failed at `buf[p..]`: truncated, or longer than `max` bytes.
+#[cold]
+pub(crate) fn varint_error(buf: &[u8], p: usize, max: usize) -> DecodeError {
+    let rest = buf.get(p..).unwrap_or(&[]);
+    match rest.iter().take(max).position(|b| b & 0x80 == 0) {
+        None if rest.len() < max => DecodeError::new(DecodeErrorKind::Truncated {
+            needed: rest.len() + 1,
+            remaining: rest.len(),
+        }),
+        _ => DecodeError::new(DecodeErrorKind::VarintTooLong),
+    }
+}
+
+/// Zigzag-decodes a 32-bit varint (record fields).
+#[inline(always)]
+pub(crate) fn zigzag32(u: u64) -> i32 {
+    let u = u as u32;
+    ((u >> 1) as i32) ^ -((u & 1) as i32)
+}
+
+/// Zigzag-decodes a 64-bit varint (record fields).
+#[inline(always)]
+pub(crate) fn zigzag64(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
+}
+
 /// A cursor over a borrowed byte slice. Every read is bounds-checked.
 ///
 /// `base` is the absolute position of `buf[0]` inside the enclosing frame, so a field
@@ -186,46 +245,25 @@ impl<'a> Reader<'a> {
 
     /// Reads an unsigned base-128 varint of at most 5 bytes (flexible-version lengths, tags).
     pub fn uvarint(&mut self) -> Result<u32, DecodeError> {
-        let mut value: u32 = 0;
-        for i in 0..5 {
-            let b = self.array::<1>()?[0];
-            if i == 4 && b > 0x0f {
-                return Err(DecodeError::new(DecodeErrorKind::VarintTooLong));
-            }
-            value |= ((b & 0x7f) as u32) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(DecodeError::new(DecodeErrorKind::VarintTooLong))
+        read_uvarint(self.buf, &mut self.pos, 5)
+            .map(|v| v as u32)
+            .ok_or_else(|| varint_error(self.buf, self.pos, 5))
     }
 
     /// Reads an unsigned base-128 varint of at most 10 bytes.
     pub fn uvarlong(&mut self) -> Result<u64, DecodeError> {
-        let mut value: u64 = 0;
-        for i in 0..10 {
-            let b = self.array::<1>()?[0];
-            if i == 9 && b > 0x01 {
-                return Err(DecodeError::new(DecodeErrorKind::VarintTooLong));
-            }
-            value |= ((b & 0x7f) as u64) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(DecodeError::new(DecodeErrorKind::VarintTooLong))
+        read_uvarint(self.buf, &mut self.pos, 10)
+            .ok_or_else(|| varint_error(self.buf, self.pos, 10))
     }
 
     /// Reads a zigzag-encoded signed varint (record fields).
     pub fn varint(&mut self) -> Result<i32, DecodeError> {
-        let u = self.uvarint()?;
-        Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
+        self.uvarint().map(|u| zigzag32(u as u64))
     }
 
     /// Reads a zigzag-encoded signed varlong (record fields).
     pub fn varlong(&mut self) -> Result<i64, DecodeError> {
-        let u = self.uvarlong()?;
-        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+        self.uvarlong().map(zigzag64)
     }
 
     /// Reads a length: `int16`/`int32` classic or `uvarint - 1` compact. `None` is null.
@@ -483,6 +521,26 @@ mod tests {
             assert_eq!(r.varint().unwrap(), v);
             r.finish().unwrap();
         }
+        for v in [0u64, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
+            let mut w = Writer::new();
+            w.uvarlong(v);
+            let b = w.into_inner();
+            let mut r = Reader::new(&b);
+            assert_eq!(r.uvarlong().unwrap(), v);
+            r.finish().unwrap();
+            // Every strict prefix is truncated, not garbage.
+            for cut in 0..b.len() {
+                let e = Reader::new(&b[..cut]).uvarlong().unwrap_err();
+                assert!(
+                    matches!(e.kind(), DecodeErrorKind::Truncated { .. }),
+                    "{v} cut at {cut}: {e}"
+                );
+            }
+        }
+        // A 64-bit value does not fit a 32-bit varint.
+        let mut w = Writer::new();
+        w.uvarlong(1 << 35);
+        assert!(Reader::new(&w.into_inner()).uvarint().is_err());
         let overlong = [0xffu8, 0xff, 0xff, 0xff, 0xff, 0x01];
         assert_eq!(
             Reader::new(&overlong).uvarint().unwrap_err().kind(),
