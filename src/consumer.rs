@@ -22,6 +22,17 @@ pub struct OffsetAndTimestamp {
     pub timestamp: i64,
 }
 
+/// A snapshot of the consumer's buffers, from [`Consumer::metrics`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Bytes fetched by the I/O thread and not yet released by the application (bounded
+    /// by `fetch.buffer.bytes`, plus at most one response in flight).
+    pub prefetched_bytes: usize,
+    /// Records fetched and waiting to be returned by `poll`.
+    pub buffered_records: usize,
+}
+
 #[derive(Debug)]
 struct UserPart {
     /// Bumped by every seek, resume and (re)assignment; data from an older epoch is stale.
@@ -549,6 +560,15 @@ impl Consumer {
                 )
             })
             .collect())
+    }
+
+    /// A snapshot of the prefetch buffers.
+    pub fn metrics(&mut self) -> Metrics {
+        let _ = self.drain();
+        Metrics {
+            prefetched_bytes: self.io.shared.budget.load(Ordering::Acquire),
+            buffered_records: self.queue.iter().map(|(c, i)| c.records.len() - i).sum(),
+        }
     }
 
     /// The partitions of `topic`, from the cluster's metadata. Blocks up to

@@ -34,7 +34,7 @@ pub mod protocol;
 mod record;
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
-pub use consumer::{Consumer, OffsetAndTimestamp, WakeupHandle};
+pub use consumer::{Consumer, Metrics, OffsetAndTimestamp, WakeupHandle};
 pub use error::{Error, ErrorKind, Result};
 pub use record::{ConsumerRecords, Header, Headers, Record, TimestampType, TopicPartition};
 

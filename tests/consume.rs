@@ -502,3 +502,39 @@ fn a_dead_bootstrap_server_is_skipped_for_the_next_one() {
     let mut c = kafka_consumer::Consumer::new(cfg).unwrap();
     assert_eq!(c.partitions_for(&topic).unwrap(), all_partitions(&topic, 2));
 }
+
+#[test]
+fn a_slow_application_does_not_make_the_prefetch_buffer_grow() {
+    let topic = unique_topic("backpressure");
+    let mut p = Produce::new(&topic, 4, 100_000);
+    p.value_size = 100; // about 12 MB in all
+    p.run();
+    let limit = 1024 * 1024;
+    let mut c = consumer(&[
+        ("fetch.buffer.bytes", &limit.to_string()),
+        ("max.partition.fetch.bytes", "262144"),
+    ]);
+    c.assign(&all_partitions(&topic, 4)).unwrap();
+    // The application takes one poll's worth and then does not poll for a while.
+    let mut got = 0;
+    poll_until(&mut c, Duration::from_secs(30), "a first record", |r| {
+        got += r.len();
+        got > 0
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let m = c.metrics();
+    assert!(m.prefetched_bytes > 0, "the I/O thread fetched ahead");
+    // One response may be in flight when the budget fills: at most 4 x 256 KiB.
+    assert!(
+        m.prefetched_bytes <= limit + 4 * 262_144,
+        "prefetched {} bytes with a budget of {limit}",
+        m.prefetched_bytes
+    );
+    // Everything still arrives, exactly once.
+    poll_until(&mut c, Duration::from_secs(60), "all records", |recs| {
+        got += recs.len();
+        got >= 100_000
+    });
+    assert_eq!(got, 100_000);
+    assert!(c.poll(Duration::from_millis(300)).unwrap().is_empty());
+}
