@@ -292,7 +292,7 @@ impl IoLoop {
             loop {
                 match self.cmd_rx.try_recv() {
                     Ok(Command::Shutdown) => return Ok(()),
-                    Ok(c) => self.command(c, now),
+                    Ok(c) => self.command(c),
                     Err(crossbeam_channel::TryRecvError::Empty) => break,
                     // The consumer was dropped without close().
                     Err(crossbeam_channel::TryRecvError::Disconnected) => return Ok(()),
@@ -317,7 +317,7 @@ impl IoLoop {
 
     // ----- commands --------------------------------------------------------------------
 
-    fn command(&mut self, c: Command, now: Instant) {
+    fn command(&mut self, c: Command) {
         match c {
             Command::Assign(list) => {
                 let keep: HashSet<&TopicPartition> = list.iter().map(|(tp, _, _)| tp).collect();
@@ -374,7 +374,6 @@ impl IoLoop {
                     failed: None,
                 });
                 self.metadata_needed = true;
-                let _ = now;
             }
             Command::Partitions {
                 topic,
@@ -737,8 +736,7 @@ impl IoLoop {
         // Assigned partitions that do not exist: tell the user once, keep retrying quietly
         // (the topic may be created later), as the Java client does.
         let mut missing: Vec<(TopicPartition, ErrorCode)> = Vec::new();
-        for (tp, p) in &self.parts {
-            let _ = p;
+        for tp in self.parts.keys() {
             let code = match self.topics.get(tp.topic()) {
                 Some(t) if t.partitions.contains_key(&tp.partition()) => continue,
                 Some(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
@@ -1327,14 +1325,16 @@ impl IoLoop {
                 .min(room.min(i32::MAX as usize) as i32)
                 .max(1);
             let rack = cfg.client_rack.clone();
-            let Some(conn) = self.ready_conn(node, now) else {
+            let Some(v) = self
+                .ready_conn(node, now)
+                .map(|conn| conn.version::<FetchRequest>())
+            else {
                 continue;
             };
-            let Some(v) = conn.version::<FetchRequest>() else {
+            let Some(v) = v else {
                 log::error!("node {node} supports no Fetch version we speak");
                 continue;
             };
-            let _ = conn;
             let ids_known = wanted.iter().all(|w| !w.topic_id.is_zero());
             let v = if ids_known { v } else { v.min(12) };
             let use_ids = v >= 13;
