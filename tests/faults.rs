@@ -40,6 +40,8 @@ enum Reply {
     Send(Vec<u8>),
     /// Write these bytes, then drop the connection.
     SendAndClose(Vec<u8>),
+    /// Never answer (the connection stays open).
+    Hang,
     Close,
 }
 
@@ -95,6 +97,7 @@ fn serve(mut s: TcpStream, port: u16, handler: &Handler) {
                 return;
             }
             Reply::Close => return,
+            Reply::Hang => std::thread::sleep(Duration::from_secs(3600)),
         }
     }
 }
@@ -167,6 +170,10 @@ fn list_offsets(r: &Req, offset: i64) -> Vec<u8> {
 /// A Fetch v7 response for partition t-0 carrying `records` (hand-encoded: the crate's
 /// own encoder never writes record sets).
 fn fetch_v7(corr: i32, records: &[u8]) -> Vec<u8> {
+    fetch_v7_error(corr, 0, records)
+}
+
+fn fetch_v7_error(corr: i32, error: i16, records: &[u8]) -> Vec<u8> {
     let mut w = Writer::new();
     let at = w.reserve_i32();
     w.i32(corr);
@@ -177,7 +184,7 @@ fn fetch_v7(corr: i32, records: &[u8]) -> Vec<u8> {
     w.string("t", false);
     w.i32(1); // partitions
     w.i32(0); // partition
-    w.i16(0); // error
+    w.i16(error);
     w.i64(1_000); // high watermark
     w.i64(1_000); // last stable offset
     w.i64(0); // log start offset
@@ -324,4 +331,63 @@ fn a_connection_that_dies_mid_response_is_reconnected_and_nothing_is_lost() {
         fetches.load(Ordering::SeqCst) >= 2,
         "the first fetch failed and was retried"
     );
+}
+
+#[test]
+fn not_leader_refreshes_metadata_and_the_fetch_is_retried() {
+    let metadata_calls = Arc::new(AtomicUsize::new(0));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let (m2, f2) = (Arc::clone(&metadata_calls), Arc::clone(&fetches));
+    let port = fake_broker(Arc::new(move |r: &Req| match r.key {
+        3 => {
+            m2.fetch_add(1, Ordering::SeqCst);
+            Reply::Send(metadata(r))
+        }
+        2 => Reply::Send(list_offsets(r, 0)),
+        1 => {
+            if f2.fetch_add(1, Ordering::SeqCst) == 0 {
+                // NOT_LEADER_OR_FOLLOWER
+                Reply::Send(fetch_v7_error(r.corr, 6, &[]))
+            } else {
+                Reply::Send(fetch_v7(r.corr, &batch(0, 3)))
+            }
+        }
+        _ => Reply::Close,
+    }));
+    let mut c = consumer(port);
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    let recs = c.poll(Duration::from_secs(10)).unwrap();
+    let offsets: Vec<i64> = recs.iter().map(|r| r.offset()).collect();
+    assert_eq!(offsets, vec![0, 1, 2]);
+    assert!(
+        metadata_calls.load(Ordering::SeqCst) >= 2,
+        "metadata was refreshed after the error"
+    );
+}
+
+#[test]
+fn a_fetch_without_an_answer_times_out_and_is_retried_on_a_new_connection() {
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let f2 = Arc::clone(&fetches);
+    let port = fake_broker(Arc::new(move |r: &Req| match r.key {
+        3 => Reply::Send(metadata(r)),
+        2 => Reply::Send(list_offsets(r, 0)),
+        1 if f2.fetch_add(1, Ordering::SeqCst) == 0 => Reply::Hang,
+        1 => Reply::Send(fetch_v7(r.corr, &batch(0, 2))),
+        _ => Reply::Close,
+    }));
+    let cfg = ConsumerConfig::new(&format!("127.0.0.1:{port}"))
+        .auto_offset_reset(OffsetReset::Earliest)
+        .request_timeout(Duration::from_millis(800))
+        .fetch_max_wait(Duration::from_millis(100))
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
+    let mut c = Consumer::new(cfg).unwrap();
+    c.assign(&[TopicPartition::new("t", 0)]).unwrap();
+    let recs = c.poll(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        recs.len(),
+        2,
+        "records arrive after the timed-out fetch is retried"
+    );
+    assert!(fetches.load(Ordering::SeqCst) >= 2);
 }
