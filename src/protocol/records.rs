@@ -483,7 +483,8 @@ mod codec {
         feature = "gzip",
         feature = "snappy",
         feature = "lz4",
-        feature = "zstd"
+        feature = "zstd",
+        feature = "zstd-native"
     ))]
     pub(super) fn read_limited<R: std::io::Read>(
         reader: R,
@@ -509,7 +510,8 @@ mod codec {
         feature = "gzip",
         feature = "snappy",
         feature = "lz4",
-        feature = "zstd"
+        feature = "zstd",
+        feature = "zstd-native"
     ))]
     fn failed(codec: &'static str, e: impl std::fmt::Display) -> RecordError {
         RecordError::Decompress {
@@ -624,9 +626,19 @@ mod codec {
         Err(RecordError::CodecDisabled("lz4"))
     }
 
+    /// With the `zstd-native` feature: libzstd (C, built by the `zstd` crate), several
+    /// times faster than the pure-Rust decoder on literal-heavy data. It reads
+    /// concatenated and skippable frames itself.
+    #[cfg(feature = "zstd-native")]
+    pub(super) fn zstd(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+        let decoder =
+            ::zstd::stream::read::Decoder::with_buffer(input).map_err(|e| failed("zstd", e))?;
+        read_limited(decoder, out, limit, "zstd")
+    }
+
     /// `ruzstd`'s streaming decoder reads one frame; loop over concatenated frames and step
     /// over skippable ones.
-    #[cfg(feature = "zstd")]
+    #[cfg(all(feature = "zstd", not(feature = "zstd-native")))]
     pub(super) fn zstd(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
         use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
         use ruzstd::decoding::StreamingDecoder;
@@ -654,7 +666,7 @@ mod codec {
         Ok(())
     }
 
-    #[cfg(not(feature = "zstd"))]
+    #[cfg(not(any(feature = "zstd", feature = "zstd-native")))]
     pub(super) fn zstd(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
         Err(RecordError::CodecDisabled("zstd"))
     }
