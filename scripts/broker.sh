@@ -6,10 +6,11 @@
 #
 #   libs    download the jars (cached) into target/kafka/<version>/libs;
 #           the last stdout line is that absolute directory
-#   start   start the broker (fresh storage) unless one started by this script
+#   start   start the broker (fresh storage unless KAFKA_KEEP_DATA=1) unless one
+#           started by this script (with the same run directory)
 #           is already running; the last stdout line is the bootstrap address
 #   stop    stop it (SIGTERM, then SIGKILL after 30 s); --clean also removes
-#           target/kafka/run
+#           the run directory (target/kafka/run by default)
 #   status  prints "running <bootstrap> ..." (exit 0) or "stopped <bootstrap>"
 #           (exit 3)
 #
@@ -19,6 +20,13 @@
 #   KAFKA_CONTROLLER_PORT  CONTROLLER listener port (default 19093)
 #   KAFKA_HEAP_OPTS        JVM heap options (default "-Xms256m -Xmx1g")
 #   KAFKA_START_TIMEOUT    seconds to wait for the broker (default 90)
+#   KAFKA_RUN_DIR          run directory: configs, pid, logs and data (default
+#                          target/kafka/run; a relative path is taken from the
+#                          repository root). Brokers with different run
+#                          directories (and ports) can run side by side.
+#   KAFKA_KEEP_DATA        1: on start, keep the storage in the run directory if
+#                          it is already formatted (topics survive restarts);
+#                          unset (default): wipe and format fresh storage
 #
 # Kafka tools can be run against it with the same class path, e.g.
 #   LIBS=$(scripts/broker.sh libs | tail -n1)
@@ -31,7 +39,9 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 POM="$ROOT/scripts/kafka/pom.xml"
 KAFKA_DIR="$ROOT/target/kafka"
-RUN="$KAFKA_DIR/run"
+RUN="${KAFKA_RUN_DIR:-$KAFKA_DIR/run}"
+[[ "$RUN" == /* ]] || RUN="$ROOT/$RUN"
+KEEP_DATA="${KAFKA_KEEP_DATA:-0}"
 PID_FILE="$RUN/broker.pid"
 INFO_FILE="$RUN/broker.info"
 LOG_FILE="$RUN/broker.log"
@@ -258,20 +268,29 @@ cmd_start() {
     fi
   done
 
-  # Fresh storage every start for reproducible tests.
-  rm -rf "$RUN"
+  local keep=0
+  if [[ "$KEEP_DATA" == 1 && -f "$RUN/data/meta.properties" ]]; then
+    keep=1
+    log "KAFKA_KEEP_DATA=1: keeping the formatted storage in $RUN/data"
+    if [[ -f "$LOG_FILE" ]]; then mv -f "$LOG_FILE" "$LOG_FILE.1"; fi
+  else
+    # Fresh storage every start for reproducible tests.
+    rm -rf "$RUN"
+  fi
   write_configs
   local cp java_log
   cp="$(classpath)"
   java_log=(-Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2-tools.properties"
             -Dlog4j.configuration="file:$RUN/log4j-tools.properties")
 
-  local cluster_id
-  cluster_id="$(random_cluster_id)"
-  if ! java -Xmx256m -XX:TieredStopAtLevel=1 "${java_log[@]}" -cp "$cp" kafka.tools.StorageTool format \
-      -t "$cluster_id" -c "$RUN/server.properties" >"$RUN/format.log" 2>&1; then
-    cat "$RUN/format.log" >&2
-    die "kafka.tools.StorageTool format failed"
+  if (( ! keep )); then
+    local cluster_id
+    cluster_id="$(random_cluster_id)"
+    if ! java -Xmx256m -XX:TieredStopAtLevel=1 "${java_log[@]}" -cp "$cp" kafka.tools.StorageTool format \
+        -t "$cluster_id" -c "$RUN/server.properties" >"$RUN/format.log" 2>&1; then
+      cat "$RUN/format.log" >&2
+      die "kafka.tools.StorageTool format failed"
+    fi
   fi
 
   log "starting Kafka $VERSION on $HOST:$PORT (controller $HOST:$CPORT), log $LOG_FILE"

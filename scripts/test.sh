@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: assembles and starts the local Kafka broker
 # (scripts/broker.sh; needs Java 17 and Maven reaching Maven Central), then the unit,
-# integration and doc tests against it. Stops the broker afterwards if it started it.
+# integration and doc tests against it, then the benchmark smoke test (scripts/bench.sh
+# --smoke, on its own broker). Stops the test broker afterwards if it started it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,3 +25,7 @@ echo "test.sh: broker at $KAFKA_BOOTSTRAP"
 
 cargo test --release --all-targets
 cargo test --release --doc
+
+# Benchmark smoke test: tiny datasets on a second broker (port 29092, target/kafka/bench),
+# ours and the Java consumer once each; fails if either does not read everything.
+bash scripts/bench.sh --smoke

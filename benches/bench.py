@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+"""Benchmark driver, run by scripts/bench.sh (stdlib only; see benches/README.md).
+
+Makes sure every dataset topic holds exactly the expected records (producing it with
+Kafka's ProducerPerformance if not), reads each dataset once untimed (page-cache warm-up),
+then runs every contender --runs times per dataset, interleaved and in rotating order, as
+separate processes. For each run it records the consumer's own figures (records, value
+bytes, elapsed), the process's user+system CPU seconds and peak RSS (os.wait4 rusage), the
+broker's CPU seconds during the run, and for Java also the CPU spent inside the fetch window
+(sampled from /proc). Writes OUT/runs.json; benches/report.py turns it into tables and a chart.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PARTITIONS = 8
+RUN_TIMEOUT_S = 600
+
+# Fetch settings shared by all contenders (the Java client's defaults, spelled out).
+FETCH = {
+    "fetch.min.bytes": "1",
+    "fetch.max.bytes": "52428800",
+    "max.partition.fetch.bytes": "1048576",
+    "fetch.max.wait.ms": "500",
+}
+JAVA_HEAP = ["-Xmx1g"]
+
+FULL_DATASETS = [
+    {"topic": f"bench-{label}-{codec}", "records": n, "size": size, "compression": codec}
+    for (label, n, size) in [("100b", 5_000_000, 100), ("1k", 500_000, 1024)]
+    for codec in ("none", "lz4", "zstd")
+]
+SMOKE_DATASETS = [
+    {"topic": f"smoke-100b-{codec}", "records": 100_000, "size": 100, "compression": codec}
+    for codec in ("none", "lz4")
+]
+# Producer settings for the datasets (ProducerPerformance --command-property).
+PRODUCER_PROPS = {"batch.size": "65536", "linger.ms": "10", "acks": "1"}
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def java_cmd(libs, cls, *args, heap=("-Xmx512m",)):
+    return [
+        "java", *heap,
+        f"-Dlog4j2.configurationFile={ROOT}/scripts/kafka/log4j2-tools.properties",
+        "-cp", f"{libs}/*", cls, *args,
+    ]
+
+
+def run_tool(cmd, check=True, timeout=900):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:8])} ... failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+# ---------------------------------------------------------------------------- datasets
+
+def end_offsets(libs, bootstrap, pattern):
+    """{topic: {partition: latest offset}} for topics matching the regex."""
+    p = run_tool(java_cmd(libs, "org.apache.kafka.tools.GetOffsetShell",
+                          "--bootstrap-server", bootstrap, "--topic", pattern), check=False)
+    out = {}
+    for line in p.stdout.splitlines():
+        m = re.fullmatch(r"(.+):(\d+):(-?\d+)", line.strip())
+        if m:
+            out.setdefault(m.group(1), {})[int(m.group(2))] = int(m.group(3))
+    if p.returncode != 0 and "Could not match any topic" not in p.stdout + p.stderr:
+        raise RuntimeError(f"GetOffsetShell failed:\n{p.stdout}\n{p.stderr}")
+    return out
+
+
+def marker_path(run_dir, ds):
+    return os.path.join(run_dir, "datasets", ds["topic"] + ".json")
+
+
+def dataset_ok(ds, offsets, run_dir):
+    parts = offsets.get(ds["topic"])
+    if not parts or len(parts) != PARTITIONS or sum(parts.values()) != ds["records"]:
+        return False
+    try:
+        with open(marker_path(run_dir, ds)) as f:
+            return json.load(f) == ds
+    except (OSError, ValueError):
+        # Unknown origin (no marker): trust the record count only if it matches.
+        return True
+
+
+def produce_dataset(libs, bootstrap, ds, exists, run_dir):
+    topic = ds["topic"]
+    tc = "org.apache.kafka.tools.TopicCommand"
+    try:
+        os.remove(marker_path(run_dir, ds))
+    except OSError:
+        pass
+    if exists:
+        log(f"{topic}: wrong contents; deleting the topic")
+        run_tool(java_cmd(libs, tc, "--bootstrap-server", bootstrap, "--delete", "--topic", topic))
+    deadline = time.time() + 120
+    while True:  # a just-deleted topic may still be "marked for deletion"
+        p = run_tool(java_cmd(libs, tc, "--bootstrap-server", bootstrap, "--create",
+                              "--topic", topic, "--partitions", str(PARTITIONS),
+                              "--replication-factor", "1"), check=False)
+        if p.returncode == 0:
+            break
+        if time.time() > deadline:
+            raise RuntimeError(f"cannot create {topic}:\n{p.stdout}\n{p.stderr}")
+        time.sleep(2)
+    props = {"bootstrap.servers": bootstrap, "compression.type": ds["compression"],
+             **PRODUCER_PROPS}
+    log(f"{topic}: producing {ds['records']:,} records of {ds['size']} B "
+        f"({ds['compression']}) with ProducerPerformance")
+    t0 = time.time()
+    p = run_tool(java_cmd(libs, "org.apache.kafka.tools.ProducerPerformance",
+                          "--bootstrap-server", bootstrap, "--topic", topic,
+                          "--num-records", str(ds["records"]), "--record-size", str(ds["size"]),
+                          "--throughput", "-1", "--command-property",
+                          *[f"{k}={v}" for k, v in props.items()], heap=("-Xmx1g",)),
+                 timeout=1800)
+    summary = [l for l in p.stdout.splitlines() if "records sent" in l]
+    log(f"{topic}: produced in {time.time() - t0:.0f} s: {summary[-1] if summary else '?'}")
+
+
+def ensure_datasets(libs, bootstrap, datasets, run_dir, pattern):
+    offsets = end_offsets(libs, bootstrap, pattern)
+    produced = False
+    for ds in datasets:
+        if dataset_ok(ds, offsets, run_dir):
+            log(f"{ds['topic']}: cached ({ds['records']:,} records)")
+            continue
+        produce_dataset(libs, bootstrap, ds, ds["topic"] in offsets, run_dir)
+        produced = True
+    if produced:
+        offsets = end_offsets(libs, bootstrap, pattern)
+    for ds in datasets:
+        parts = offsets.get(ds["topic"], {})
+        total = sum(parts.values())
+        if len(parts) != PARTITIONS or total != ds["records"]:
+            raise RuntimeError(f"{ds['topic']}: {len(parts)} partitions, {total} records after "
+                               f"producing; expected {PARTITIONS} and {ds['records']}")
+        os.makedirs(os.path.dirname(marker_path(run_dir, ds)), exist_ok=True)
+        with open(marker_path(run_dir, ds), "w") as f:
+            json.dump(ds, f)
+        ds["partition_records"] = [parts[p] for p in sorted(parts)]
+        ds["disk_bytes"] = topic_disk_bytes(run_dir, ds["topic"])
+
+
+def topic_disk_bytes(run_dir, topic):
+    data = os.path.join(run_dir, "data")
+    total = 0
+    if not os.path.isdir(data):
+        return None
+    for d in os.listdir(data):
+        if re.fullmatch(re.escape(topic) + r"-\d+", d):
+            for f in os.listdir(os.path.join(data, d)):
+                if f.endswith(".log"):
+                    total += os.path.getsize(os.path.join(data, d, f))
+    return total
+
+
+# ---------------------------------------------------------------------------- contenders
+
+class Contender:
+    def __init__(self, name, kind, argv_fn, desc):
+        self.name, self.kind, self.argv_fn, self.desc = name, kind, argv_fn, desc
+
+
+def make_contenders(names, args, tmpdir):
+    # A private copy: a concurrent `cargo build` must not swap the binary mid-benchmark.
+    perf = os.path.join(tmpdir, "perf_consume")
+    if not os.path.exists(perf):
+        shutil.copy2(os.path.join(ROOT, "target", "release", "examples", "perf_consume"), perf)
+    rdk = os.path.join(ROOT, "benches", "rdkafka", "target", "release", "rdkafka-perf-consume")
+    java_cfg = os.path.join(tmpdir, "java-consumer.properties")
+    with open(java_cfg, "w") as f:
+        f.write("# Written by benches/bench.py for ConsumerPerformance --command-config.\n")
+        for k, v in {**FETCH, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
+                     "client.id": "java-perf-consume"}.items():
+            f.write(f"{k}={v}\n")
+
+    def java_argv(ds, run_id):
+        # ConsumerPerformance overrides group.id (--group), max.partition.fetch.bytes
+        # (--fetch-size) and receive.buffer.bytes (--socket-buffer-size) from its own
+        # options, and always sets check.crcs=false, so those go on the command line.
+        return java_cmd(args.libs, "org.apache.kafka.tools.ConsumerPerformance",
+                        "--bootstrap-server", args.bootstrap, "--topic", ds["topic"],
+                        "--num-records", str(ds["records"]), "--timeout", "60000",
+                        "--command-config", java_cfg, "--group", f"bench-{run_id}",
+                        "--fetch-size", FETCH["max.partition.fetch.bytes"],
+                        "--socket-buffer-size=-1", heap=JAVA_HEAP)
+
+    table = {
+        "ours": Contender("ours", "rust", lambda ds, _: [perf, args.bootstrap, ds["topic"], str(ds["records"])],
+                          "kafka-consumer (this crate), examples/perf_consume.rs, check.crcs=true (default)"),
+        "ours-nocrc": Contender("ours-nocrc", "rust",
+                                lambda ds, _: [perf, args.bootstrap, ds["topic"], str(ds["records"]), "--no-crc"],
+                                "kafka-consumer (this crate), check.crcs=false"),
+        "java": Contender("java", "java", java_argv,
+                          "Apache Kafka ConsumerPerformance (kafka-clients KafkaConsumer, subscribe + group join); "
+                          "check.crcs=false forced by the tool"),
+        "rdkafka": Contender("rdkafka", "rust", lambda ds, _: [rdk, args.bootstrap, ds["topic"], str(ds["records"])],
+                             "librdkafka via rdkafka BaseConsumer, benches/rdkafka, check.crcs=true"),
+        "rdkafka-nocrc": Contender("rdkafka-nocrc", "rust",
+                                   lambda ds, _: [rdk, args.bootstrap, ds["topic"], str(ds["records"]), "--no-crc"],
+                                   "librdkafka via rdkafka BaseConsumer, check.crcs=false (librdkafka's default)"),
+        # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1000)
+        # once its local queue holds queued.min.messages (100,000) records; a consumer that
+        # drains faster than that then sits idle. Not part of the requested set: shown so
+        # that the default's stalls are not mistaken for librdkafka's speed.
+        "rdkafka-tuned": Contender("rdkafka-tuned", "rust",
+                                   lambda ds, _: [rdk, args.bootstrap, ds["topic"], str(ds["records"]),
+                                                  "-X", "fetch.queue.backoff.ms=10"],
+                                   "as rdkafka (check.crcs=true) plus fetch.queue.backoff.ms=10 "
+                                   "(default 1000: see benches/README.md)"),
+    }
+    return [table[n] for n in names]
+
+
+def proc_cpu_s(pid):
+    """utime+stime of every thread of pid, in seconds, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine_busy_s():
+    """CPU seconds all cores spent busy since boot (/proc/stat, everything but idle/iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest* are included in user/nice)
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / CLK_TCK
+
+
+def broker_pid(run_dir):
+    try:
+        with open(os.path.join(run_dir, "broker.pid")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class Sampler(threading.Thread):
+    """Samples (wall time, cpu seconds) of a process every 20 ms until stopped."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.stop = pid, [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            c = proc_cpu_s(self.pid)
+            if c is not None:
+                self.samples.append((time.time(), c))
+            self.stop.wait(0.02)
+
+    def cpu_at(self, t):
+        s = self.samples
+        if not s or t < s[0][0] or t > s[-1][0]:
+            return None
+        for (t0, c0), (t1, c1) in zip(s, s[1:]):
+            if t0 <= t <= t1:
+                return c0 if t1 == t0 else c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+        return s[-1][1]
+
+
+def parse_java(stdout, ds):
+    lines = [l for l in stdout.splitlines() if l.strip()]
+    hdr = next((i for i, l in enumerate(lines) if l.startswith("start.time")), None)
+    keys = [k.strip() for k in lines[hdr].split(",")] if hdr is not None else []
+    data = [l for l in lines[(hdr or 0) + 1:]
+            if l[:1].isdigit() and len(l.split(",")) == len(keys)]
+    if not keys or not data:
+        raise ValueError("no ConsumerPerformance result line")
+    vals = [v.strip() for v in data[0].split(",")]
+    row = dict(zip(keys, vals))
+    fetch_ms = int(row["fetch.time.ms"])
+    end = datetime.datetime.strptime(row["end.time"], "%Y-%m-%d %H:%M:%S:%f").timestamp()
+    return {
+        "records": int(row["data.consumed.in.nMsg"]),
+        # The tool reports MiB (key + value bytes; the datasets have null keys).
+        "bytes": round(float(row["data.consumed.in.MB"]) * 1024 * 1024),
+        "elapsed_s": fetch_ms / 1000.0,
+        "java_rebalance_ms": int(row["rebalance.time.ms"]),
+        "java_fetch_window": [end - fetch_ms / 1000.0, end],
+        "warning": "WARNING" in stdout,
+    }
+
+
+def run_one(contender, ds, run_id, args, logdir):
+    argv = contender.argv_fn(ds, run_id)
+    out_path = os.path.join(logdir, f"{run_id}.out")
+    err_path = os.path.join(logdir, f"{run_id}.err")
+    bpid = broker_pid(args.run_dir)
+    broker_cpu0 = proc_cpu_s(bpid) if bpid else None
+    busy0 = machine_busy_s()
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        t0 = time.time()
+        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        sampler = Sampler(p.pid)
+        sampler.start()
+        done = threading.Event()
+        killer = threading.Timer(RUN_TIMEOUT_S, lambda: done.is_set() or os.kill(p.pid, 9))
+        killer.start()
+        _, status, ru = os.wait4(p.pid, 0)
+        done.set()
+        killer.cancel()
+        wall = time.time() - t0
+        sampler.stop.set()
+        sampler.join()
+        p.returncode = os.waitstatus_to_exitcode(status)
+    broker_cpu1 = proc_cpu_s(bpid) if bpid else None
+    busy1 = machine_busy_s()
+    with open(out_path) as f:
+        stdout = f.read()
+    rec = {
+        "run_id": run_id, "contender": contender.name, "dataset": ds["topic"],
+        "exit_code": p.returncode, "wall_s": round(wall, 4),
+        "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
+        "max_rss_kib": ru.ru_maxrss,
+        "broker_cpu_s": (round(broker_cpu1 - broker_cpu0, 2)
+                         if broker_cpu0 is not None and broker_cpu1 is not None else None),
+    }
+    # CPU used by everything else on the machine meanwhile (this driver included): a check
+    # that nothing else competed for the cores during the run.
+    if rec["broker_cpu_s"] is not None:
+        rec["other_cpu_s"] = round(busy1 - busy0 - rec["cpu_s"] - rec["broker_cpu_s"], 2)
+    try:
+        if contender.kind == "java":
+            r = parse_java(stdout, ds)
+            w0, w1 = r.pop("java_fetch_window")
+            c0, c1 = sampler.cpu_at(w0), sampler.cpu_at(w1)
+            rec["cpu_fetch_window_s"] = round(c1 - c0, 3) if c0 is not None and c1 is not None else None
+            if r.pop("warning"):
+                rec["error"] = "ConsumerPerformance: timeout before all records"
+        else:
+            line = [l for l in stdout.splitlines() if l.startswith("{")][-1]
+            r = json.loads(line)
+        rec.update(r)
+    except (ValueError, IndexError, KeyError) as e:
+        rec["error"] = f"cannot parse output: {e}"
+    if p.returncode != 0:
+        rec["error"] = f"exit code {p.returncode}"
+    if rec.get("records") != ds["records"] and "error" not in rec:
+        rec["error"] = f"read {rec.get('records')} of {ds['records']} records"
+    if "error" in rec:
+        with open(err_path) as f:
+            rec["stderr_tail"] = f.read()[-2000:]
+    return rec
+
+
+# ---------------------------------------------------------------------------- meta
+
+def sh(cmd):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        return p.stdout.strip() if p.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_info(args, contenders):
+    cpu = None
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kib = None
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    crate_version = None
+    with open(os.path.join(ROOT, "Cargo.toml")) as f:
+        m = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.M)
+        crate_version = m.group(1) if m else None
+    clients = sorted(f for f in os.listdir(args.libs) if f.startswith("kafka-clients-"))
+    dirty = sh(["git", "-C", ROOT, "status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock"])
+    info = {
+        "git_commit": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+        "git_src_modified_files": len(dirty.splitlines()) if dirty else 0,
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "mem_total_gib": round(mem_kib / 1024 / 1024, 1) if mem_kib else None,
+        "kernel": platform.release(),
+        "os": sh(["sh", "-c", ". /etc/os-release 2>/dev/null && echo \"$PRETTY_NAME\""]),
+        "java": (sh(["java", "-version"]) or "").splitlines()[:3],
+        "rustc": sh(["rustc", "--version"]),
+        "python": platform.python_version(),
+        "broker": {
+            "version": args.kafka_version,
+            "jvm": args.broker_jvm,
+            "bootstrap": args.bootstrap,
+            "config": "single KRaft broker+controller (scripts/broker.sh), num.io.threads=4, "
+                      "num.network.threads=2, log dirs on the local disk",
+        },
+        "ours_crate_version": crate_version,
+        "kafka_clients": clients[0].removesuffix(".jar").removeprefix("kafka-clients-") if clients else None,
+        "java_consumer_jvm": " ".join(JAVA_HEAP) + " (JVM defaults otherwise: G1)",
+        "fetch_settings": FETCH,
+        "producer_settings": PRODUCER_PROPS,
+        "contenders": {c.name: c.desc for c in contenders},
+        "runs_per_contender": args.runs,
+        "mode": "smoke" if args.smoke else "full",
+    }
+    if any(c.name.startswith("rdkafka") for c in contenders):
+        rdk = os.path.join(ROOT, "benches", "rdkafka", "target", "release", "rdkafka-perf-consume")
+        out = sh([rdk, "--version"])
+        try:
+            info["librdkafka"] = json.loads(out)
+        except (TypeError, ValueError):
+            info["librdkafka"] = out
+    return info
+
+
+# ---------------------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--libs", required=True)
+    ap.add_argument("--run-dir", required=True, help="the bench broker's KAFKA_RUN_DIR")
+    ap.add_argument("--out", required=True, help="where runs.json goes")
+    ap.add_argument("--logdir", required=True, help="per-run stdout/stderr")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--contenders", default="ours,ours-nocrc,java,rdkafka,rdkafka-nocrc,rdkafka-tuned")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--kafka-version", default="?")
+    ap.add_argument("--broker-jvm", default="?")
+    ap.add_argument("--note", action="append", default=[])
+    args = ap.parse_args()
+
+    datasets = [dict(d) for d in (SMOKE_DATASETS if args.smoke else FULL_DATASETS)]
+    pattern = "smoke-.*" if args.smoke else "bench-.*"
+    os.makedirs(args.out, exist_ok=True)
+    logdir = args.logdir
+    shutil.rmtree(logdir, ignore_errors=True)
+    os.makedirs(logdir)
+    contenders = make_contenders(args.contenders.split(","), args, logdir)
+
+    t_start = time.time()
+    ensure_datasets(args.libs, args.bootstrap, datasets, args.run_dir, pattern)
+    t_data = time.time()
+
+    runs, warmups = [], []
+    session = uuid.uuid4().hex[:8]
+    ours = make_contenders(["ours"], args, logdir)[0]
+    for ds in datasets:
+        log(f"{ds['topic']}: warm-up read (ours, untimed)")
+        w = run_one(ours, ds, f"{session}-warmup-{ds['topic']}", args, logdir)
+        warmups.append(w)
+        if "error" in w:
+            log(f"{ds['topic']}: warm-up FAILED: {w['error']}")
+        for r in range(args.runs):
+            k = r % len(contenders)  # rotate the order each round
+            for c in contenders[k:] + contenders[:k]:
+                rec = run_one(c, ds, f"{session}-{ds['topic']}-{c.name}-{r + 1}", args, logdir)
+                rec["round"] = r + 1
+                runs.append(rec)
+                rate = rec["records"] / rec["elapsed_s"] if rec.get("elapsed_s") else 0
+                log(f"{ds['topic']} round {r + 1} {c.name:14s} "
+                    + (f"FAILED: {rec['error']}" if "error" in rec else
+                       f"{rate / 1e6:6.3f} M records/s, elapsed {rec['elapsed_s']:.2f} s, "
+                       f"cpu {rec['cpu_s']:.2f} s, rss {rec['max_rss_kib'] / 1024:.0f} MiB"))
+                time.sleep(1)
+
+    result = {
+        "meta": {**machine_info(args, contenders), "notes": args.note,
+                 "duration_s": {"datasets": round(t_data - t_start), "runs": round(time.time() - t_data)}},
+        "datasets": datasets,
+        "warmups": warmups,
+        "runs": runs,
+    }
+    with open(os.path.join(args.out, "runs.json"), "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    failed = [r for r in runs + warmups if "error" in r]
+    for r in failed:
+        log(f"FAILED: {r['dataset']} {r['contender']}: {r['error']}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
