@@ -177,8 +177,13 @@ def topic_disk_bytes(run_dir, topic):
 # ---------------------------------------------------------------------------- contenders
 
 class Contender:
-    def __init__(self, name, kind, argv_fn, desc):
+    def __init__(self, name, kind, argv_fn, desc, only_compression=None):
         self.name, self.kind, self.argv_fn, self.desc = name, kind, argv_fn, desc
+        # Run only on datasets with this compression (None: on every dataset).
+        self.only_compression = only_compression
+
+    def applies(self, ds):
+        return self.only_compression is None or ds["compression"] == self.only_compression
 
 
 def make_contenders(names, args, tmpdir):
@@ -186,6 +191,10 @@ def make_contenders(names, args, tmpdir):
     perf = os.path.join(tmpdir, "perf_consume")
     if not os.path.exists(perf):
         shutil.copy2(os.path.join(ROOT, "target", "release", "examples", "perf_consume"), perf)
+    perf_native = os.path.join(tmpdir, "perf_consume_zstd_native")
+    native_src = os.path.join(ROOT, "target", "zstd-native", "release", "examples", "perf_consume")
+    if "ours-zstd-native" in names and not os.path.exists(perf_native):
+        shutil.copy2(native_src, perf_native)
     rdk = os.path.join(ROOT, "benches", "rdkafka", "target", "release", "rdkafka-perf-consume")
     java_cfg = os.path.join(tmpdir, "java-consumer.properties")
     with open(java_cfg, "w") as f:
@@ -211,6 +220,12 @@ def make_contenders(names, args, tmpdir):
         "ours-nocrc": Contender("ours-nocrc", "rust",
                                 lambda ds, _: [perf, args.bootstrap, ds["topic"], str(ds["records"]), "--no-crc"],
                                 "kafka-consumer (this crate), check.crcs=false"),
+        "ours-zstd-native": Contender(
+            "ours-zstd-native", "rust",
+            lambda ds, _: [perf_native, args.bootstrap, ds["topic"], str(ds["records"])],
+            "kafka-consumer built with the opt-in `zstd-native` feature (libzstd instead of the "
+            "pure-Rust ruzstd), check.crcs=true; zstd datasets only",
+            only_compression="zstd"),
         "java": Contender("java", "java", java_argv,
                           "Apache Kafka ConsumerPerformance (kafka-clients KafkaConsumer, subscribe + group join); "
                           "check.crcs=false forced by the tool"),
@@ -443,7 +458,8 @@ def main():
     ap.add_argument("--out", required=True, help="where runs.json goes")
     ap.add_argument("--logdir", required=True, help="per-run stdout/stderr")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--contenders", default="ours,ours-nocrc,java,rdkafka,rdkafka-nocrc,rdkafka-tuned")
+    ap.add_argument("--contenders",
+                    default="ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--kafka-version", default="?")
     ap.add_argument("--broker-jvm", default="?")
@@ -474,6 +490,8 @@ def main():
         for r in range(args.runs):
             k = r % len(contenders)  # rotate the order each round
             for c in contenders[k:] + contenders[:k]:
+                if not c.applies(ds):
+                    continue
                 rec = run_one(c, ds, f"{session}-{ds['topic']}-{c.name}-{r + 1}", args, logdir)
                 rec["round"] = r + 1
                 runs.append(rec)

@@ -22,10 +22,13 @@ RATIO_PAIRS = [
     ("ours", "rdkafka"),
     ("ours-nocrc", "rdkafka-nocrc"),
     ("ours", "rdkafka-tuned"),
+    ("ours-zstd-native", "java"),
+    ("ours-zstd-native", "rdkafka"),
 ]
 COLORS = {
     "ours": "#1f77b4",
     "ours-nocrc": "#6baed6",
+    "ours-zstd-native": "#17becf",
     "java": "#d62728",
     "rdkafka": "#2ca02c",
     "rdkafka-nocrc": "#98df8a",
@@ -107,6 +110,8 @@ def tables(data, contenders, stats):
         out.append("|---|---|---|---|---|---|---|---|")
         for c in contenders:
             s = stats[t, c]
+            if s["rec_s"] is None and not s["failed"]:
+                continue  # this contender does not run on this dataset
             cpu = fmt(s["cpu_per_m"], 2)
             if s["cpu_window_per_m"]:
                 cpu += f"<br>fetch window only: {fmt(s['cpu_window_per_m'], 2)}"
@@ -189,8 +194,9 @@ def svg_chart(data, contenders, stats):
                 s = stats[t, c]["rec_s"]
                 x = x0 + j * bw
                 if not s:
-                    e.append(f'<text x="{x + bw / 2:.1f}" y="{top + ph - 4}" text-anchor="middle" '
-                             f'font-size="10" fill="#a00">n/a</text>')
+                    if stats[t, c]["failed"]:
+                        e.append(f'<text x="{x + bw / 2:.1f}" y="{top + ph - 4}" text-anchor="middle" '
+                                 f'font-size="10" fill="#a00">n/a</text>')
                     continue
                 yt = y(s["median"])
                 e.append(f'<rect x="{x + 1:.1f}" y="{yt:.1f}" width="{bw - 2:.1f}" '

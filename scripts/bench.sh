@@ -3,7 +3,7 @@
 # the same datasets in full from one local broker. See benches/README.md.
 #
 # Usage:
-#   bash scripts/bench.sh            full run: 6 datasets x 6 contenders x 3 runs; results
+#   bash scripts/bench.sh            full run: 6 datasets x 7 contenders x 3 runs; results
 #                                    in benches/results/ (README.md, throughput.svg, runs.json)
 #   bash scripts/bench.sh --smoke    tiny datasets, ours and java once each, no rdkafka
 #                                    build; results in target/bench-smoke/; exits non-zero if
@@ -11,8 +11,8 @@
 #
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
-#   BENCH_CONTENDERS   comma-separated subset of ours,ours-nocrc,java,rdkafka,rdkafka-nocrc,
-#                      rdkafka-tuned
+#   BENCH_CONTENDERS   comma-separated subset of ours,ours-nocrc,ours-zstd-native,java,rdkafka,
+#                      rdkafka-nocrc,rdkafka-tuned
 #
 # The benchmark broker is separate from the test broker: KAFKA_RUN_DIR=target/kafka/bench,
 # port 29092 (controller 29093), KAFKA_KEEP_DATA=1 so the datasets, produced once, survive
@@ -44,7 +44,7 @@ if (( SMOKE )); then
 else
   OUT=benches/results
   RUNS="${BENCH_RUNS:-3}"
-  CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,java,rdkafka,rdkafka-nocrc,rdkafka-tuned}"
+  CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned}"
 fi
 EXTRA=()
 (( SMOKE )) && EXTRA+=(--smoke)
@@ -52,6 +52,10 @@ mkdir -p target
 
 echo "bench.sh: building examples/perf_consume (release)" >&2
 cargo build --release --quiet --example perf_consume
+if [[ ",$CONTENDERS," == *,ours-zstd-native,* ]]; then
+  echo "bench.sh: building examples/perf_consume with --features zstd-native (libzstd)" >&2
+  cargo build --release --quiet --example perf_consume --features zstd-native --target-dir target/zstd-native
+fi
 
 if [[ ",$CONTENDERS," == *,rdkafka* ]]; then
   echo "bench.sh: building benches/rdkafka (librdkafka from source; minutes the first time)" >&2
