@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-for tool in cargo java javac mvn; do
+for tool in cargo java javac mvn python3; do
   command -v "$tool" >/dev/null || { echo "test.sh: '$tool' is required but not installed" >&2; exit 1; }
 done
 
@@ -25,6 +25,9 @@ echo "test.sh: broker at $KAFKA_BOOTSTRAP"
 
 cargo test --release --all-targets
 cargo test --release --doc
+# The optional codec builds: libzstd instead of ruzstd, and no codecs at all.
+cargo test --release --features zstd-native --lib protocol::records
+cargo build --release --no-default-features --lib
 
 # Benchmark smoke test: tiny datasets on a second broker (port 29092, target/kafka/bench),
 # ours and the Java consumer once each; fails if either does not read everything.
