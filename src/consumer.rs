@@ -491,24 +491,34 @@ impl Consumer {
         }
     }
 
+    /// Sends a command that the I/O thread answers on a one-shot channel by `deadline`
+    /// (`default.api.timeout.ms` from now), and waits for the answer.
+    fn ask<T>(
+        &mut self,
+        what: &str,
+        command: impl FnOnce(Instant, Sender<Result<T>>) -> Command,
+    ) -> Result<T> {
+        self.check_open()?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let deadline = Instant::now() + self.cfg.default_api_timeout;
+        self.io.send(command(deadline, tx))?;
+        // The I/O thread answers by the deadline; allow a little slack for the hand-off.
+        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => Err(Error::timeout(format!("{what} timed out"))),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::closed()),
+        }
+    }
+
     fn lookup(
         &mut self,
         query: Vec<(TopicPartition, i64)>,
     ) -> Result<HashMap<TopicPartition, Option<(i64, i64)>>> {
-        self.check_open()?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let deadline = Instant::now() + self.cfg.default_api_timeout;
-        self.io.send(Command::Lookup {
+        self.ask("listing offsets", |deadline, reply| Command::Lookup {
             query,
             deadline,
-            reply: tx,
-        })?;
-        // The I/O thread answers by the deadline; allow a little slack for the hand-off.
-        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => Err(Error::timeout("listing offsets timed out")),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::closed()),
-        }
+            reply,
+        })
     }
 
     /// The first offset of each partition (the log start offset). Blocks up to
@@ -575,19 +585,14 @@ impl Consumer {
     /// `default.api.timeout.ms`; a topic that does not exist is an error of kind
     /// [`ErrorKind::UnknownTopicOrPartition`].
     pub fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>> {
-        self.check_open()?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let deadline = Instant::now() + self.cfg.default_api_timeout;
-        self.io.send(Command::Partitions {
-            topic: topic.to_owned(),
-            deadline,
-            reply: tx,
-        })?;
-        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => Err(Error::timeout("metadata request timed out")),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::closed()),
-        }
+        let topic = topic.to_owned();
+        self.ask("the metadata request", |deadline, reply| {
+            Command::Partitions {
+                topic,
+                deadline,
+                reply,
+            }
+        })
     }
 
     /// Stops the I/O thread and closes every connection. Buffered records are dropped.
