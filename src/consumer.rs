@@ -53,8 +53,9 @@ struct UserPart {
 /// let wakeup = consumer.wakeup_handle();
 /// std::thread::spawn(move || wakeup.wakeup());
 /// match consumer.poll(Duration::from_secs(60)) {
-///     Err(e) if e.kind() == &ErrorKind::Wakeup => println!("woken up"),
-///     other => println!("{other:?}"),
+///     Err(e) if e.kind() == &ErrorKind::Wakeup => log::info!("woken up, shutting down"),
+///     Err(e) => return Err(e),
+///     Ok(records) => log::info!("{} records", records.len()),
 /// }
 /// # Ok::<(), kafka_consumer::Error>(())
 /// ```
@@ -92,7 +93,7 @@ impl std::fmt::Debug for WakeupHandle {
 /// loop {
 ///     let records = consumer.poll(Duration::from_millis(500))?;
 ///     for r in &records {
-///         println!("{}-{} @{}: {:?}", r.topic(), r.partition(), r.offset(), r.value());
+///         log::info!("{}-{} @{}: {:?}", r.topic(), r.partition(), r.offset(), r.value());
 ///     }
 /// #   break;
 /// }
@@ -267,12 +268,10 @@ impl Consumer {
             if !p.paused {
                 continue;
             }
-            let to = p.position.map_or(SeekTo::Default, SeekTo::Offset);
-            let epoch = self.epoch();
-            let p = self.part_mut(tp)?;
             p.paused = false;
-            p.epoch = epoch;
-            self.io.send(Command::Seek(tp.clone(), epoch, to))?;
+            // Buffered data was dropped at pause: fetch again from the position.
+            let to = p.position.map_or(SeekTo::Default, SeekTo::Offset);
+            self.seek_to(tp, to)?;
         }
         Ok(())
     }

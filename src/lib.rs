@@ -13,7 +13,7 @@
 //! consumer.assign(&[TopicPartition::new("orders", 0)])?;
 //! let records = consumer.poll(Duration::from_secs(1))?;
 //! for r in &records {
-//!     println!("{} {:?} {:?}", r.offset(), r.key(), r.value());
+//!     log::info!("{} {:?} {:?}", r.offset(), r.key(), r.value());
 //! }
 //! # Ok::<(), kafka_consumer::Error>(())
 //! ```

@@ -233,7 +233,7 @@ impl<'a> Iterator for Headers<'a> {
 /// # let mut consumer = Consumer::new(ConsumerConfig::new("127.0.0.1:9092"))?;
 /// let records = consumer.poll(Duration::from_millis(500))?;
 /// for r in &records {
-///     println!("{}-{}@{}: {:?}", r.topic(), r.partition(), r.offset(), r.value());
+///     log::info!("{}-{}@{}: {:?}", r.topic(), r.partition(), r.offset(), r.value());
 /// }
 /// # Ok::<(), kafka_consumer::Error>(())
 /// ```
