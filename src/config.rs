@@ -69,6 +69,7 @@ pub struct ConsumerConfig {
     pub(crate) reconnect_backoff: Duration,
     pub(crate) reconnect_backoff_max: Duration,
     pub(crate) retry_backoff: Duration,
+    pub(crate) retry_backoff_max: Duration,
     pub(crate) metadata_max_age: Duration,
     pub(crate) connection_setup_timeout: Duration,
     pub(crate) client_rack: String,
@@ -96,6 +97,7 @@ impl ConsumerConfig {
             reconnect_backoff: Duration::from_millis(50),
             reconnect_backoff_max: Duration::from_millis(1_000),
             retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_millis(1_000),
             metadata_max_age: Duration::from_millis(300_000),
             connection_setup_timeout: Duration::from_millis(10_000),
             client_rack: String::new(),
@@ -179,6 +181,7 @@ impl ConsumerConfig {
             "reconnect.backoff.ms" => self.reconnect_backoff = parse_ms(key, v)?,
             "reconnect.backoff.max.ms" => self.reconnect_backoff_max = parse_ms(key, v)?,
             "retry.backoff.ms" => self.retry_backoff = parse_ms(key, v)?,
+            "retry.backoff.max.ms" => self.retry_backoff_max = parse_ms(key, v)?,
             "metadata.max.age.ms" | "topic.metadata.refresh.interval.ms" => {
                 self.metadata_max_age = parse_ms(key, v)?
             }
@@ -389,7 +392,7 @@ mod tests {
     fn unknown_keys_and_bad_values_are_errors() {
         let e = ConsumerConfig::from_properties([("bootstrap.servers", "a:1"), ("nope", "1")])
             .unwrap_err();
-        assert_eq!(e.kind(), &ErrorKind::Config);
+        assert_eq!(e.kind(), ErrorKind::Config);
         assert!(e.to_string().contains("nope"));
         for (k, v) in [
             ("max.poll.records", "0"),
@@ -404,7 +407,7 @@ mod tests {
                 .set(k, v)
                 .map(|_| ())
                 .unwrap_err();
-            assert_eq!(e.kind(), &ErrorKind::Config, "{k}={v}");
+            assert_eq!(e.kind(), ErrorKind::Config, "{k}={v}");
             assert!(e.to_string().contains(k), "{e}");
         }
         let e = ConsumerConfig::from_properties([("client.id", "x")]).unwrap_err();

@@ -1,17 +1,34 @@
 //! The public consumer: the user side of the channels to the I/O thread.
+//!
+//! Invariants:
+//! 1. `poll` never returns a record fetched under an older position epoch (before a seek,
+//!    pause, resume or re-assignment) or one that does not continue the partition's
+//!    position: stale data is dropped at hand-off.
+//! 2. A seek that is not resolved yet (`seek_to_beginning`, `seek_to_end`, a reset) stays
+//!    the partition's target through `pause` and `resume`; nothing falls back to
+//!    `auto.offset.reset` behind the user's back.
+//! 3. Once the I/O thread has stopped (an error or a panic), every call returns a
+//!    [`ErrorKind::Closed`] error that says why.
+//! 4. Calls that change several partitions check them all before changing any.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Select, Sender};
 
 use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::io::{self, Command, Event, IoHandle, SeekTo};
+use crate::fetch::chunk::Chunk;
+use crate::fetch::fetcher::SeekTo;
+use crate::io::{self, Command, Event, IoHandle};
 use crate::protocol::api::list_offsets;
-use crate::record::{Chunk, ConsumerRecords, TopicPartition};
+use crate::record::ConsumerRecords;
+use crate::types::{PositionEpoch, TopicPartition};
+
+/// How long [`Drop`] waits for the I/O thread to stop.
+const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An offset found by [`Consumer::offsets_for_times`], with the timestamp of its record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,8 +39,27 @@ pub struct OffsetAndTimestamp {
     pub timestamp: i64,
 }
 
+/// One partition in [`Metrics`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionMetrics {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The offset of the next record `poll` returns, if known.
+    pub position: Option<i64>,
+    /// The partition's end as of the last fetch: the high watermark, or the last stable
+    /// offset under read_committed.
+    pub end_offset: Option<i64>,
+    /// `end_offset - position`: how far the application is behind.
+    pub lag: Option<i64>,
+    /// Records fetched and waiting to be returned by `poll`.
+    pub buffered_records: usize,
+    /// Whether the partition is paused.
+    pub paused: bool,
+}
+
 /// A snapshot of the consumer's buffers, from [`Consumer::metrics`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metrics {
     /// Bytes fetched by the I/O thread and not yet released by the application (bounded
@@ -31,20 +67,29 @@ pub struct Metrics {
     pub prefetched_bytes: usize,
     /// Records fetched and waiting to be returned by `poll`.
     pub buffered_records: usize,
+    /// Whether fetching has stopped because `fetch.buffer.bytes` is used up: the records
+    /// the application still holds (`ConsumerRecords` not yet dropped) and those waiting
+    /// to be returned pin that memory.
+    pub fetch_blocked_by_memory: bool,
+    /// Per assigned partition, sorted.
+    pub partitions: Vec<PartitionMetrics>,
 }
 
 #[derive(Debug)]
 struct UserPart {
     /// Bumped by every seek, resume and (re)assignment; data from an older epoch is stale.
-    epoch: u64,
+    epoch: PositionEpoch,
     /// Offset of the next record `poll` will return; `None` until known.
     position: Option<i64>,
+    /// Where the position is to come from while it is not known yet.
+    target: SeekTo,
     paused: bool,
-    /// No position, and `auto.offset.reset` is none: `position()` fails at once.
-    no_offset: bool,
+    /// The position cannot be found without a seek (auto.offset.reset=none): why.
+    stuck: Option<Error>,
+    end_offset: Option<i64>,
 }
 
-/// Interrupts a blocked [`Consumer::poll`] from another thread.
+/// Interrupts a blocked call of a [`Consumer`] from another thread.
 ///
 /// ```no_run
 /// # use kafka_consumer::{Consumer, ConsumerConfig, ErrorKind};
@@ -53,7 +98,7 @@ struct UserPart {
 /// let wakeup = consumer.wakeup_handle();
 /// std::thread::spawn(move || wakeup.wakeup());
 /// match consumer.poll(Duration::from_secs(60)) {
-///     Err(e) if e.kind() == &ErrorKind::Wakeup => log::info!("woken up, shutting down"),
+///     Err(e) if e.kind() == ErrorKind::Wakeup => log::info!("woken up, shutting down"),
 ///     Err(e) => return Err(e),
 ///     Ok(records) => log::info!("{} records", records.len()),
 /// }
@@ -62,15 +107,17 @@ struct UserPart {
 #[derive(Clone)]
 pub struct WakeupHandle {
     flag: Arc<AtomicBool>,
-    tx: Sender<Event>,
+    tx: Sender<()>,
 }
 
 impl WakeupHandle {
-    /// Makes the current (or, if none is running, the next) blocking call of the consumer
-    /// return an error of kind [`ErrorKind::Wakeup`]. Safe to call from any thread.
+    /// Makes the current blocking call of the consumer (`poll`, `position`,
+    /// `partitions_for`, `beginning_offsets`, `end_offsets`, `offsets_for_times`), or the
+    /// next one if none is running, return an error of kind [`ErrorKind::Wakeup`]. Safe to
+    /// call from any thread.
     pub fn wakeup(&self) {
         self.flag.store(true, Ordering::Release);
-        let _ = self.tx.send(Event::Wakeup);
+        let _ = self.tx.try_send(());
     }
 }
 
@@ -100,6 +147,9 @@ impl std::fmt::Debug for WakeupHandle {
 /// consumer.close()?;
 /// # Ok::<(), kafka_consumer::Error>(())
 /// ```
+///
+/// Dropping a consumer closes it as [`Consumer::close`] does (waiting up to 30 seconds
+/// for the I/O thread); errors are ignored. Call `close` to see them.
 pub struct Consumer {
     cfg: ConsumerConfig,
     io: IoHandle,
@@ -109,16 +159,30 @@ pub struct Consumer {
     queue: VecDeque<(Arc<Chunk>, usize)>,
     errors: VecDeque<Error>,
     wakeup: Arc<AtomicBool>,
+    wakeup_tx: Sender<()>,
+    wakeup_rx: Receiver<()>,
     next_epoch: u64,
+    next_request: u64,
     closed: bool,
+    /// Why the I/O thread stopped, once it has.
+    stopped: Option<Error>,
+}
+
+/// `now + timeout`, or `None` (wait for ever) when that is beyond what `Instant` holds.
+fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
 }
 
 impl Consumer {
     /// Validates the configuration and starts the I/O thread. Connecting happens in the
     /// background; a broker that cannot be reached shows up as timeouts, not here.
+    ///
+    /// Errors: [`ErrorKind::Config`] for a configuration that cannot work (the message
+    /// names the setting); [`ErrorKind::Io`] if the thread cannot be started.
     pub fn new(config: ConsumerConfig) -> Result<Consumer> {
         config.validate()?;
         let io = io::spawn(config.clone())?;
+        let (wakeup_tx, wakeup_rx) = crossbeam_channel::bounded(1);
         Ok(Consumer {
             cfg: config,
             io,
@@ -127,27 +191,39 @@ impl Consumer {
             queue: VecDeque::new(),
             errors: VecDeque::new(),
             wakeup: Arc::new(AtomicBool::new(false)),
+            wakeup_tx,
+            wakeup_rx,
             next_epoch: 1,
+            next_request: 1,
             closed: false,
+            stopped: None,
         })
     }
 
-    fn epoch(&mut self) -> u64 {
+    fn epoch(&mut self) -> PositionEpoch {
         self.next_epoch += 1;
-        self.next_epoch
+        PositionEpoch(self.next_epoch)
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.closed {
-            Err(Error::closed())
-        } else {
-            Ok(())
+        if let Some(e) = &self.stopped {
+            return Err(Error::stopped(e));
         }
+        if self.closed {
+            return Err(Error::closed());
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, c: Command) -> Result<()> {
+        self.check_open()?;
+        self.io.send(c)
     }
 
     /// Assigns exactly these partitions (replacing any previous assignment). Partitions that
-    /// stay assigned keep their position; new ones start from `auto.offset.reset` unless
-    /// you [`seek`](Consumer::seek). Duplicates are ignored.
+    /// stay assigned keep their position; new ones start from the group's committed offset
+    /// (with a `group.id`) or `auto.offset.reset`, unless you [`seek`](Consumer::seek).
+    /// Duplicates are ignored.
     pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
         let mut seen = HashSet::new();
@@ -173,8 +249,10 @@ impl Consumer {
                         UserPart {
                             epoch: e,
                             position: None,
+                            target: SeekTo::Default,
                             paused: false,
-                            no_offset: false,
+                            stuck: None,
+                            end_offset: None,
                         },
                     );
                     e
@@ -186,7 +264,7 @@ impl Consumer {
         self.errors
             .retain(|e| e.partition().is_none_or(|tp| seen.contains(tp)));
         self.assignment = wanted;
-        self.io.send(Command::Assign(list))
+        self.send(Command::Assign(list))
     }
 
     /// The partitions currently assigned, in the order given to [`assign`](Consumer::assign).
@@ -194,84 +272,112 @@ impl Consumer {
         self.assignment.clone()
     }
 
-    fn part_mut(&mut self, tp: &TopicPartition) -> Result<&mut UserPart> {
-        self.parts.get_mut(tp).ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotAssigned,
-                format!("partition {tp} is not assigned"),
-            )
-            .with_partition(tp.clone())
-        })
+    fn not_assigned(tp: &TopicPartition) -> Error {
+        Error::new(
+            ErrorKind::NotAssigned,
+            format!("partition {tp} is not assigned"),
+        )
+        .with_partition(tp.clone())
     }
 
-    fn seek_to(&mut self, tp: &TopicPartition, to: SeekTo) -> Result<()> {
+    fn check_assigned(&self, partitions: &[TopicPartition]) -> Result<()> {
+        match partitions.iter().find(|tp| !self.parts.contains_key(tp)) {
+            Some(tp) => Err(Self::not_assigned(tp)),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves `tp` to `to` under a new epoch: buffered data and errors for it are dropped.
+    fn seek_to(&mut self, tp: &TopicPartition, to: SeekTo, resume: bool) -> Result<()> {
         self.check_open()?;
         let epoch = self.epoch();
-        let p = self.part_mut(tp)?;
+        let p = self
+            .parts
+            .get_mut(tp)
+            .ok_or_else(|| Self::not_assigned(tp))?;
         p.epoch = epoch;
-        p.no_offset = false;
+        p.stuck = None;
+        p.target = to;
         p.position = match to {
             SeekTo::Offset(o) => Some(o),
             _ => None,
         };
+        if resume {
+            p.paused = false;
+        }
         self.queue.retain(|(c, _)| c.tp != *tp);
         self.errors.retain(|e| e.partition() != Some(tp));
-        self.io.send(Command::Seek(tp.clone(), epoch, to))
+        self.send(Command::Seek {
+            tp: tp.clone(),
+            epoch,
+            to,
+            resume,
+        })
     }
 
     /// Sets the offset the next `poll` reads `tp` from. Records already fetched from the
     /// old position are discarded. An offset outside the log is handled on the next fetch
-    /// by `auto.offset.reset`.
+    /// by `auto.offset.reset`. A paused partition stays paused.
     pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
         if offset < 0 {
             return Err(Error::config(format!(
                 "cannot seek {tp} to negative offset {offset}"
             )));
         }
-        self.seek_to(tp, SeekTo::Offset(offset))
+        self.seek_to(tp, SeekTo::Offset(offset), false)
     }
 
     /// Moves these partitions to their first offset (evaluated lazily, on the next `poll`
     /// or `position`).
     pub fn seek_to_beginning(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.check_assigned(partitions)?;
         partitions
             .iter()
-            .try_for_each(|tp| self.seek_to(tp, SeekTo::Beginning))
+            .try_for_each(|tp| self.seek_to(tp, SeekTo::Beginning, false))
     }
 
     /// Moves these partitions to their end (the high watermark, or the last stable offset
     /// under read_committed), evaluated lazily.
     pub fn seek_to_end(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.check_assigned(partitions)?;
         partitions
             .iter()
-            .try_for_each(|tp| self.seek_to(tp, SeekTo::End))
+            .try_for_each(|tp| self.seek_to(tp, SeekTo::End, false))
     }
 
     /// Stops returning records of these partitions from `poll` (and stops fetching them)
-    /// until [`resume`](Consumer::resume). Positions do not change.
+    /// until [`resume`](Consumer::resume). Positions and pending seeks do not change.
+    /// Fails without pausing anything if a partition is not assigned.
     pub fn pause(&mut self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
+        self.check_assigned(partitions)?;
         for tp in partitions {
-            self.part_mut(tp)?.paused = true;
+            if let Some(p) = self.parts.get_mut(tp) {
+                p.paused = true;
+            }
         }
         let set: HashSet<&TopicPartition> = partitions.iter().collect();
         // Buffered data is dropped; resume fetches again from the position.
         self.queue.retain(|(c, _)| !set.contains(&c.tp));
-        self.io.send(Command::Pause(partitions.to_vec()))
+        self.send(Command::Pause(partitions.to_vec()))
     }
 
-    /// Resumes paused partitions from their current positions.
+    /// Resumes paused partitions from their current positions (or their pending seek).
+    /// Fails without resuming anything if a partition is not assigned.
     pub fn resume(&mut self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
+        self.check_assigned(partitions)?;
         for tp in partitions {
-            let p = self.part_mut(tp)?;
+            let Some(p) = self.parts.get(tp) else {
+                continue;
+            };
             if !p.paused {
                 continue;
             }
-            p.paused = false;
-            // Buffered data was dropped at pause: fetch again from the position.
-            let to = p.position.map_or(SeekTo::Default, SeekTo::Offset);
-            self.seek_to(tp, to)?;
+            // Buffered data was dropped at pause: fetch again from the position, or go on
+            // towards the seek that was still pending.
+            let to = p.position.map_or(p.target, SeekTo::Offset);
+            self.seek_to(tp, to, true)?;
         }
         Ok(())
     }
@@ -288,32 +394,43 @@ impl Consumer {
         v
     }
 
-    /// A handle that interrupts a blocked `poll` from another thread.
+    /// A handle that interrupts a blocked call from another thread.
     pub fn wakeup_handle(&self) -> WakeupHandle {
         WakeupHandle {
             flag: Arc::clone(&self.wakeup),
-            tx: self.io.events_tx.clone(),
+            tx: self.wakeup_tx.clone(),
         }
     }
 
     fn take_wakeup(&self) -> Result<()> {
         if self.wakeup.swap(false, Ordering::AcqRel) {
+            let _ = self.wakeup_rx.try_recv();
             Err(Error::wakeup())
         } else {
             Ok(())
         }
     }
 
-    /// Applies one event from the I/O thread. Returns true for a wakeup.
-    fn event(&mut self, ev: Event) -> bool {
+    /// Applies one event from the I/O thread.
+    fn event(&mut self, ev: Event) {
         match ev {
             Event::Chunk(c) => {
-                if self
-                    .parts
-                    .get(&c.tp)
-                    .is_some_and(|p| p.epoch == c.epoch && !p.paused)
-                {
-                    self.queue.push_back((Arc::new(c), 0));
+                if let Some(p) = self.parts.get_mut(&c.tp) {
+                    if p.epoch == c.epoch && !p.paused {
+                        if c.end_offset >= 0 {
+                            p.end_offset = Some(c.end_offset);
+                        }
+                        self.queue.push_back((Arc::new(c), 0));
+                    }
+                }
+            }
+            Event::End {
+                tp,
+                epoch,
+                end_offset,
+            } => {
+                if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
+                    p.end_offset = Some(end_offset);
                 }
             }
             Event::Error(e, epoch) => {
@@ -321,67 +438,92 @@ impl Consumer {
                     (Some(tp), Some(epoch)) => self.parts.get(tp).is_none_or(|p| p.epoch != epoch),
                     _ => false,
                 };
-                // One pending error per partition and kind: a partition that keeps
-                // failing (corrupt data, offset out of range) must not grow the queue.
-                let duplicate = e.partition().is_some()
-                    && self
-                        .errors
-                        .iter()
-                        .any(|q| q.partition() == e.partition() && q.kind() == e.kind());
-                if !stale && e.kind() == &ErrorKind::NoOffset {
+                if stale {
+                    return;
+                }
+                if matches!(e.kind(), ErrorKind::NoOffset | ErrorKind::OffsetOutOfRange) {
                     if let Some(p) = e.partition().and_then(|tp| self.parts.get_mut(tp)) {
-                        p.no_offset = true;
+                        p.stuck = Some(e.clone());
                     }
                 }
-                if !stale && !duplicate {
+                // One pending error per partition and kind: a partition that keeps
+                // failing must not grow the queue.
+                let duplicate = self
+                    .errors
+                    .iter()
+                    .any(|q| q.partition() == e.partition() && q.kind() == e.kind());
+                if !duplicate {
                     self.errors.push_back(e);
                 }
             }
-            Event::Wakeup => return true,
+            Event::Stopped(e) => {
+                self.stopped.get_or_insert(e);
+            }
         }
-        false
     }
 
     /// Moves everything already in the channel into the queue without blocking.
-    fn drain(&mut self) -> Result<()> {
+    fn drain(&mut self) {
         while let Ok(ev) = self.io.events.try_recv() {
-            if self.event(ev) {
-                self.take_wakeup()?;
-            }
+            self.event(ev);
         }
-        Ok(())
     }
 
-    /// Waits for the next event until `deadline`. Returns false on timeout.
-    fn wait(&mut self, deadline: Instant) -> Result<bool> {
-        match self.io.events.recv_deadline(deadline) {
-            Ok(ev) => {
-                if self.event(ev) {
-                    self.take_wakeup()?;
+    /// Waits for the next event until `deadline` (`None`: no limit). Returns false on
+    /// timeout; a wakeup is an error.
+    fn wait(&mut self, deadline: Option<Instant>) -> Result<bool> {
+        let mut sel = Select::new();
+        let events = sel.recv(&self.io.events);
+        let wake = sel.recv(&self.wakeup_rx);
+        let op = match deadline {
+            Some(d) => match sel.select_deadline(d) {
+                Ok(op) => op,
+                Err(_) => return Ok(false),
+            },
+            None => sel.select(),
+        };
+        match op.index() {
+            i if i == events => match op.recv(&self.io.events) {
+                Ok(ev) => {
+                    self.event(ev);
+                    Ok(true)
                 }
+                Err(_) => {
+                    let e = Error::new(ErrorKind::Closed, "the I/O thread ended");
+                    self.stopped.get_or_insert(e);
+                    self.check_open().map(|_| true)
+                }
+            },
+            i if i == wake => {
+                let _ = op.recv(&self.wakeup_rx);
+                self.take_wakeup()?;
                 Ok(true)
             }
-            Err(RecvTimeoutError::Timeout) => Ok(false),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::closed()),
+            _ => Ok(true),
         }
     }
 
     /// Returns fetched records: at most `max.poll.records`, immediately when some are
     /// already buffered, otherwise as soon as some arrive or `timeout` passes (then empty).
+    /// Any timeout is accepted; `Duration::MAX` waits for ever.
     ///
     /// Errors: [`ErrorKind::Wakeup`] after [`WakeupHandle::wakeup`];
-    /// [`ErrorKind::Corrupt`] for a batch that failed its CRC check (names the partition;
-    /// records before it were returned, the position stays at the bad batch);
+    /// [`ErrorKind::Corrupt`] for a batch that failed its CRC check and
+    /// [`ErrorKind::RecordTooLarge`] for one that does not fit in `fetch.buffer.bytes` (both
+    /// name the partition and offset, and where to seek to skip the batch; records before
+    /// it were returned, the position stays at the bad batch);
     /// [`ErrorKind::OffsetOutOfRange`] / [`ErrorKind::NoOffset`] when `auto.offset.reset`
     /// is `none`; [`ErrorKind::UnknownTopicOrPartition`] for an assigned partition that
-    /// does not exist. The consumer stays usable after any of these.
+    /// does not exist; [`ErrorKind::Unsupported`] for a broker that speaks no version of an
+    /// API the consumer needs. The consumer stays usable after any of these. After the I/O
+    /// thread stopped, every call returns [`ErrorKind::Closed`] with the reason.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
         self.check_open()?;
         self.take_wakeup()?;
-        let deadline = Instant::now() + timeout;
-        self.release_budget();
+        let deadline = deadline_after(timeout);
         loop {
-            self.drain()?;
+            self.drain();
+            self.check_open()?;
             let records = self.collect();
             if !records.is_empty() {
                 return Ok(records);
@@ -395,19 +537,12 @@ impl Consumer {
         }
     }
 
-    fn release_budget(&self) {
-        if self.io.shared.starved.load(Ordering::Acquire) {
-            let _ = self.io.shared.waker.wake();
-        }
-    }
-
     /// Takes up to `max.poll.records` records from the front of the queue, dropping stale
     /// chunks and advancing positions.
     fn collect(&mut self) -> ConsumerRecords {
         let max = self.cfg.max_poll_records;
         let mut out = ConsumerRecords::default();
         let mut n = 0;
-        let mut freed = false;
         while n < max {
             let Some((chunk, idx)) = self.queue.front_mut() else {
                 break;
@@ -426,7 +561,6 @@ impl Consumer {
                     chunk.fetch_offset
                 );
                 self.queue.pop_front();
-                freed = true;
                 continue;
             }
             let take = (max - n).min(chunk.records.len() - *idx);
@@ -439,11 +573,7 @@ impl Consumer {
             if *idx == chunk.records.len() {
                 p.position = Some(chunk.next_offset);
                 self.queue.pop_front();
-                freed = true;
             }
-        }
-        if freed {
-            self.release_budget();
         }
         out
     }
@@ -453,28 +583,28 @@ impl Consumer {
     /// `default.api.timeout.ms` for it to be resolved.
     pub fn position(&mut self, tp: &TopicPartition) -> Result<i64> {
         self.check_open()?;
-        let deadline = Instant::now() + self.cfg.default_api_timeout;
+        self.take_wakeup()?;
+        let deadline = deadline_after(self.cfg.default_api_timeout);
         loop {
-            let p = self.part_mut(tp)?;
+            let p = self.parts.get(tp).ok_or_else(|| Self::not_assigned(tp))?;
             if let Some(pos) = p.position {
                 return Ok(pos);
             }
-            if p.no_offset {
-                return Err(Error::new(
-                    ErrorKind::NoOffset,
-                    format!("partition {tp} has no position and auto.offset.reset is none"),
-                )
-                .with_partition(tp.clone()));
+            if let Some(e) = &p.stuck {
+                return Err(e.clone());
             }
             let epoch = p.epoch;
-            self.drain()?;
+            self.drain();
+            self.check_open()?;
             if let Some((c, _)) = self
                 .queue
                 .iter()
                 .find(|(c, _)| c.tp == *tp && c.epoch == epoch)
             {
                 let pos = c.fetch_offset;
-                self.part_mut(tp)?.position = Some(pos);
+                if let Some(p) = self.parts.get_mut(tp) {
+                    p.position = Some(pos);
+                }
                 return Ok(pos);
             }
             if let Some(i) = self.errors.iter().position(|e| e.partition() == Some(tp)) {
@@ -484,28 +614,52 @@ impl Consumer {
             }
             if !self.wait(deadline)? {
                 return Err(Error::timeout(format!(
-                    "the position of {tp} was not resolved in time"
+                    "the position of {tp} was not resolved within default.api.timeout.ms"
                 )));
             }
         }
     }
 
-    /// Sends a command that the I/O thread answers on a one-shot channel by `deadline`
-    /// (`default.api.timeout.ms` from now), and waits for the answer.
+    /// Sends a command that the I/O thread answers on a one-shot channel by
+    /// `default.api.timeout.ms` from now, and waits for the answer (or a wakeup).
     fn ask<T>(
         &mut self,
         what: &str,
-        command: impl FnOnce(Instant, Sender<Result<T>>) -> Command,
+        command: impl FnOnce(u64, Instant, Sender<Result<T>>) -> Command,
     ) -> Result<T> {
         self.check_open()?;
+        self.take_wakeup()?;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let deadline = Instant::now() + self.cfg.default_api_timeout;
-        self.io.send(command(deadline, tx))?;
+        let deadline = deadline_after(self.cfg.default_api_timeout);
+        let id = self.next_request;
+        self.next_request += 1;
         // The I/O thread answers by the deadline; allow a little slack for the hand-off.
-        match rx.recv_deadline(deadline + Duration::from_secs(1)) {
+        let io_deadline =
+            deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        self.send(command(id, io_deadline, tx))?;
+        let mut sel = Select::new();
+        let reply = sel.recv(&rx);
+        let wake = sel.recv(&self.wakeup_rx);
+        let op = match deadline.and_then(|d| d.checked_add(Duration::from_secs(1))) {
+            Some(d) => sel
+                .select_deadline(d)
+                .map_err(|_| Error::timeout(format!("{what} timed out")))?,
+            None => sel.select(),
+        };
+        if op.index() == wake {
+            let _ = op.recv(&self.wakeup_rx);
+            let _ = self.io.send(Command::Cancel(id));
+            self.take_wakeup()?;
+            return Err(Error::wakeup());
+        }
+        debug_assert_eq!(op.index(), reply);
+        match op.recv(&rx) {
             Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => Err(Error::timeout(format!("{what} timed out"))),
-            Err(RecvTimeoutError::Disconnected) => Err(Error::closed()),
+            Err(_) => {
+                self.drain();
+                self.check_open()?;
+                Err(Error::closed())
+            }
         }
     }
 
@@ -513,7 +667,8 @@ impl Consumer {
         &mut self,
         query: Vec<(TopicPartition, i64)>,
     ) -> Result<HashMap<TopicPartition, Option<(i64, i64)>>> {
-        self.ask("listing offsets", |deadline, reply| Command::Lookup {
+        self.ask("listing offsets", |id, deadline, reply| Command::Lookup {
+            id,
             query,
             deadline,
             reply,
@@ -571,12 +726,35 @@ impl Consumer {
             .collect())
     }
 
-    /// A snapshot of the prefetch buffers.
+    /// A snapshot of the prefetch buffers and of each assigned partition's position, end
+    /// and lag.
     pub fn metrics(&mut self) -> Metrics {
-        let _ = self.drain();
+        self.drain();
+        let mut buffered: HashMap<&TopicPartition, usize> = HashMap::new();
+        for (c, i) in &self.queue {
+            *buffered.entry(&c.tp).or_default() += c.records.len() - i;
+        }
+        let mut partitions: Vec<PartitionMetrics> = self
+            .parts
+            .iter()
+            .map(|(tp, p)| PartitionMetrics {
+                partition: tp.clone(),
+                position: p.position,
+                end_offset: p.end_offset,
+                lag: p
+                    .position
+                    .zip(p.end_offset)
+                    .map(|(pos, end)| (end - pos).max(0)),
+                buffered_records: buffered.get(tp).copied().unwrap_or(0),
+                paused: p.paused,
+            })
+            .collect();
+        partitions.sort_by(|a, b| a.partition.cmp(&b.partition));
         Metrics {
-            prefetched_bytes: self.io.shared.budget.load(Ordering::Acquire),
-            buffered_records: self.queue.iter().map(|(c, i)| c.records.len() - i).sum(),
+            prefetched_bytes: self.io.budget.used(),
+            buffered_records: buffered.values().sum(),
+            fetch_blocked_by_memory: self.io.budget.is_starved(),
+            partitions,
         }
     }
 
@@ -585,8 +763,9 @@ impl Consumer {
     /// [`ErrorKind::UnknownTopicOrPartition`].
     pub fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>> {
         let topic = topic.to_owned();
-        self.ask("the metadata request", |deadline, reply| {
+        self.ask("the metadata request", |id, deadline, reply| {
             Command::Partitions {
+                id,
                 topic,
                 deadline,
                 reply,
@@ -594,29 +773,39 @@ impl Consumer {
         })
     }
 
-    /// Stops the I/O thread and closes every connection. Buffered records are dropped.
-    pub fn close(mut self) -> Result<()> {
-        self.shutdown()
+    /// Stops the I/O thread and closes every connection, waiting up to 30 seconds.
+    /// Buffered records are dropped. See [`close_timeout`](Consumer::close_timeout).
+    pub fn close(self) -> Result<()> {
+        self.close_timeout(DROP_CLOSE_TIMEOUT)
     }
 
-    fn shutdown(&mut self) -> Result<()> {
+    /// Like [`close`](Consumer::close), waiting at most `timeout` for the I/O thread to
+    /// stop (it is left to finish on its own after that, and the error says so).
+    pub fn close_timeout(mut self, timeout: Duration) -> Result<()> {
+        self.shutdown(timeout)
+    }
+
+    fn shutdown(&mut self, timeout: Duration) -> Result<()> {
         if self.closed {
             return Ok(());
         }
         self.closed = true;
-        let _ = self.io.send(Command::Shutdown);
         self.queue.clear();
-        if let Some(t) = self.io.thread.take() {
-            t.join()
-                .map_err(|_| Error::new(ErrorKind::Closed, "the I/O thread panicked"))?;
-        }
-        Ok(())
+        self.io.shutdown(timeout)
+    }
+
+    /// Injects a panic on the I/O thread (tests of the panic path).
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
+    pub fn inject_io_panic(&mut self) {
+        let _ = self.io.send(Command::Panic);
     }
 }
 
 impl Drop for Consumer {
+    /// Closes the consumer as [`Consumer::close`] does; errors are ignored.
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let _ = self.shutdown(DROP_CLOSE_TIMEOUT);
     }
 }
 

@@ -6,10 +6,17 @@ use std::sync::Arc;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::records::RecordError;
 use crate::protocol::wire::DecodeError;
-use crate::record::TopicPartition;
+use crate::types::TopicPartition;
 
 /// What went wrong, broadly. Match on this to decide what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// ```
+/// # use kafka_consumer::{Error, ErrorKind};
+/// fn retry_later(e: &Error) -> bool {
+///     matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Wakeup)
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// A configuration key is unknown or its value is invalid.
@@ -24,10 +31,16 @@ pub enum ErrorKind {
     Broker,
     /// A broker response or record batch could not be decoded.
     Protocol,
-    /// A record batch failed its CRC check (`check.crcs`).
+    /// A record batch failed its CRC check (`check.crcs`), or its records contradict the
+    /// batch (offsets out of order or past the batch's end). [`Error::offset`] says where;
+    /// [`Error::skip_to`] where to seek to skip the batch.
     Corrupt,
+    /// A record batch needs more memory than `fetch.buffer.bytes` allows.
+    /// [`Error::skip_to`] says where to seek to skip it.
+    RecordTooLarge,
     /// A partition holds data in a format this crate does not read (magic 0/1 message sets,
-    /// or a codec whose cargo feature is disabled).
+    /// or a codec whose cargo feature is disabled), or a broker speaks no version of an API
+    /// this crate needs (the message names the API and both version ranges).
     Unsupported,
     /// The position of a partition is out of range and `auto.offset.reset` is `none`.
     OffsetOutOfRange,
@@ -47,6 +60,8 @@ struct Inner {
     message: String,
     code: Option<ErrorCode>,
     partition: Option<TopicPartition>,
+    offset: Option<i64>,
+    skip_to: Option<i64>,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -66,6 +81,8 @@ impl Error {
             message: message.into(),
             code: None,
             partition: None,
+            offset: None,
+            skip_to: None,
             source: None,
         }))
     }
@@ -76,6 +93,19 @@ impl Error {
 
     pub(crate) fn closed() -> Error {
         Error::new(ErrorKind::Closed, "the consumer is closed")
+    }
+
+    /// The consumer can no longer work because its I/O thread stopped for `cause`.
+    pub(crate) fn stopped(cause: &Error) -> Error {
+        Error::new(
+            ErrorKind::Closed,
+            format!("the consumer's I/O thread stopped: {cause}"),
+        )
+        .with_source(cause.clone())
+    }
+
+    pub(crate) fn unsupported(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Unsupported, message)
     }
 
     pub(crate) fn wakeup() -> Error {
@@ -107,7 +137,14 @@ impl Error {
         Error::new(ErrorKind::Io, what).with_source(e)
     }
 
-    pub(crate) fn records(e: RecordError, tp: &TopicPartition) -> Error {
+    /// A record batch of `tp` at `offset` could not be read; `skip_to` is the offset after
+    /// the batch, when its header could be read.
+    pub(crate) fn records(
+        e: RecordError,
+        tp: &TopicPartition,
+        offset: i64,
+        skip_to: Option<i64>,
+    ) -> Error {
         let kind = match &e {
             RecordError::CrcMismatch { .. } => ErrorKind::Corrupt,
             RecordError::UnsupportedMagic(_)
@@ -115,13 +152,28 @@ impl Error {
             | RecordError::UnknownCompression(_) => ErrorKind::Unsupported,
             _ => ErrorKind::Protocol,
         };
-        Error::new(kind, format!("partition {tp}: {e}"))
-            .with_partition(tp.clone())
-            .with_source(e)
+        let hint = match skip_to {
+            Some(next) => format!("; seek to {next} to skip the batch"),
+            None => String::new(),
+        };
+        let mut err = Error::new(
+            kind,
+            format!("partition {tp} at offset {offset}: {e}{hint}"),
+        )
+        .with_partition(tp.clone())
+        .with_offset(offset)
+        .with_source(e);
+        err.0.skip_to = skip_to;
+        err
     }
 
     pub(crate) fn with_partition(mut self, tp: TopicPartition) -> Error {
         self.0.partition = Some(tp);
+        self
+    }
+
+    pub(crate) fn with_offset(mut self, offset: i64) -> Error {
+        self.0.offset = Some(offset);
         self
     }
 
@@ -134,8 +186,8 @@ impl Error {
     }
 
     /// The kind of failure.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.0.kind
+    pub fn kind(&self) -> ErrorKind {
+        self.0.kind
     }
 
     /// Whether the same call may succeed if retried later (a timeout, a retriable broker
@@ -157,6 +209,18 @@ impl Error {
     pub fn partition(&self) -> Option<&TopicPartition> {
         self.0.partition.as_ref()
     }
+
+    /// The offset this error concerns, if it concerns one (for a record batch that could
+    /// not be read: where it starts).
+    pub fn offset(&self) -> Option<i64> {
+        self.0.offset
+    }
+
+    /// For a record batch that could not be read: the offset after it, where
+    /// [`seek`](crate::Consumer::seek) skips it.
+    pub fn skip_to(&self) -> Option<i64> {
+        self.0.skip_to
+    }
 }
 
 impl fmt::Display for Error {
@@ -176,6 +240,7 @@ impl fmt::Debug for Error {
             .field("message", &self.0.message)
             .field("code", &self.0.code)
             .field("partition", &self.0.partition)
+            .field("offset", &self.0.offset)
             .field("source", &self.0.source)
             .finish()
     }

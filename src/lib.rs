@@ -18,25 +18,41 @@
 //! # Ok::<(), kafka_consumer::Error>(())
 //! ```
 //!
-//! Layout: `protocol` (wire format, no I/O), `fetch` (fetch sessions, record decoding,
-//! no I/O), `io` (the mio loop); the public surface is re-exported here.
+//! Layout (see `docs/architecture.md`): `protocol` (the wire format), `cluster`, `fetch`
+//! and `link` (the sans-IO components: they take time as a parameter and say what to send),
+//! `io` (the mio loop that carries it out); the public surface is re-exported here.
 
 #![deny(missing_docs)]
 
+mod backoff;
 mod buffer;
+mod cluster;
 mod config;
 mod consumer;
 mod error;
 mod fetch;
 mod io;
-#[doc(hidden)]
-pub mod protocol;
+mod link;
+// With `testing`, the wire format is reachable from the crate's own tests (see below).
+#[cfg_attr(feature = "testing", allow(missing_docs))]
+mod protocol;
 mod record;
+mod types;
+
+/// Wire-format helpers for the crate's own integration tests (the fake broker). Only built
+/// with the `testing` feature, which the crate enables for its own tests; not part of the
+/// API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::protocol::*;
+}
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
-pub use consumer::{Consumer, Metrics, OffsetAndTimestamp, WakeupHandle};
+pub use consumer::{Consumer, Metrics, OffsetAndTimestamp, PartitionMetrics, WakeupHandle};
 pub use error::{Error, ErrorKind, Result};
-pub use record::{ConsumerRecords, Header, Headers, Record, TimestampType, TopicPartition};
+pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
+pub use types::TopicPartition;
 
 /// The README's example compiles.
 #[cfg(doctest)]

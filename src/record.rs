@@ -1,128 +1,14 @@
-//! Records as the application sees them: views into the fetched buffers, no copy.
+//! Records as the application sees them: views into the fetched buffers, no copy, and an
+//! owned copy for when a record must outlive its batch.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::buffer::FrameBuf;
+use crate::fetch::chunk::{Chunk, StoredRecord};
 use crate::protocol::records::HeaderIter;
 pub use crate::protocol::records::TimestampType;
-
-/// A topic name and a partition number.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    topic: Arc<str>,
-    partition: i32,
-}
-
-impl TopicPartition {
-    /// A topic-partition.
-    ///
-    /// ```
-    /// let tp = kafka_consumer::TopicPartition::new("orders", 3);
-    /// assert_eq!(tp.to_string(), "orders-3");
-    /// ```
-    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-
-    /// The topic name.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
-    /// The partition number.
-    pub fn partition(&self) -> i32 {
-        self.partition
-    }
-
-    pub(crate) fn topic_arc(&self) -> &Arc<str> {
-        &self.topic
-    }
-}
-
-impl fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
-
-impl fmt::Debug for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-/// One record as stored in a [`Chunk`]: offsets into the chunk's buffers.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StoredRecord {
-    pub offset: i64,
-    pub timestamp: i64,
-    pub leader_epoch: i32,
-    /// Start of the key in its buffer; `key_len < 0` means null.
-    pub key_start: u32,
-    pub key_len: i32,
-    pub value_start: u32,
-    pub value_len: i32,
-    pub headers_start: u32,
-    pub headers_len: u32,
-    pub header_count: u32,
-    pub timestamp_type: TimestampType,
-    /// Whether the ranges point into `Chunk::inflated` (decompressed) or into the frame.
-    pub inflated: bool,
-}
-
-/// Records fetched for one partition from one fetch response, handed from the I/O thread
-/// to the application. Dropping it returns its bytes to the prefetch budget.
-pub(crate) struct Chunk {
-    pub tp: TopicPartition,
-    /// The position epoch this data was fetched under; a chunk from an older epoch is stale.
-    pub epoch: u64,
-    /// The position the fetch was made from.
-    pub fetch_offset: i64,
-    /// The position after the whole chunk (past control records and aborted batches too).
-    pub next_offset: i64,
-    /// Leader epoch of the last batch (for the position's epoch).
-    pub last_epoch: i32,
-    pub frame: Arc<FrameBuf>,
-    pub inflated: Vec<u8>,
-    pub records: Vec<StoredRecord>,
-    /// Bytes charged against the prefetch budget, given back on drop.
-    pub charged: usize,
-    pub budget: Arc<AtomicUsize>,
-}
-
-impl Drop for Chunk {
-    fn drop(&mut self) {
-        self.budget.fetch_sub(self.charged, Ordering::AcqRel);
-    }
-}
-
-impl fmt::Debug for Chunk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Chunk")
-            .field("tp", &self.tp)
-            .field("epoch", &self.epoch)
-            .field("fetch_offset", &self.fetch_offset)
-            .field("next_offset", &self.next_offset)
-            .field("records", &self.records.len())
-            .finish()
-    }
-}
-
-impl Chunk {
-    fn slice(&self, r: &StoredRecord, start: u32, len: u32) -> &[u8] {
-        let buf: &[u8] = if r.inflated {
-            &self.inflated
-        } else {
-            &self.frame
-        };
-        &buf[start as usize..start as usize + len as usize]
-    }
-}
+use crate::types::TopicPartition;
 
 /// One record, borrowed from the [`ConsumerRecords`] that `poll` returned.
 #[derive(Clone, Copy)]
@@ -140,6 +26,11 @@ impl<'a> Record<'a> {
     /// The partition.
     pub fn partition(&self) -> i32 {
         self.chunk.tp.partition()
+    }
+
+    /// The topic and partition.
+    pub fn topic_partition(&self) -> &'a TopicPartition {
+        &self.chunk.tp
     }
 
     /// The offset.
@@ -187,6 +78,24 @@ impl<'a> Record<'a> {
     pub fn leader_epoch(&self) -> Option<i32> {
         (self.rec.leader_epoch >= 0).then_some(self.rec.leader_epoch)
     }
+
+    /// An owned copy of the record, independent of the fetched buffers (so holding it does
+    /// not hold the prefetch memory of its whole batch).
+    pub fn to_owned_record(&self) -> OwnedRecord {
+        OwnedRecord {
+            topic_partition: self.chunk.tp.clone(),
+            offset: self.offset(),
+            timestamp: self.timestamp(),
+            timestamp_type: self.timestamp_type(),
+            leader_epoch: self.leader_epoch(),
+            key: self.key().map(<[u8]>::to_vec),
+            value: self.value().map(<[u8]>::to_vec),
+            headers: self
+                .headers()
+                .map(|h| (h.key().to_vec(), h.value().map(<[u8]>::to_vec)))
+                .collect(),
+        }
+    }
 }
 
 impl fmt::Debug for Record<'_> {
@@ -202,13 +111,51 @@ impl fmt::Debug for Record<'_> {
     }
 }
 
+/// A record copied out of the fetched buffers ([`Record::to_owned_record`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedRecord {
+    /// The topic and partition.
+    pub topic_partition: TopicPartition,
+    /// The offset.
+    pub offset: i64,
+    /// The timestamp in milliseconds since the epoch.
+    pub timestamp: i64,
+    /// Whether the timestamp was set by the producer or by the broker.
+    pub timestamp_type: TimestampType,
+    /// The leader epoch of the record's batch, if set.
+    pub leader_epoch: Option<i32>,
+    /// The key, `None` when null.
+    pub key: Option<Vec<u8>>,
+    /// The value, `None` when null.
+    pub value: Option<Vec<u8>>,
+    /// The headers in order: raw key bytes and value (`None` when null).
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
 /// One record header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header<'a> {
-    /// The header key.
-    pub key: &'a str,
-    /// The header value, `None` when null.
-    pub value: Option<&'a [u8]>,
+    key: &'a [u8],
+    value: Option<&'a [u8]>,
+}
+
+impl<'a> Header<'a> {
+    /// The key's bytes. Kafka header keys are meant to be UTF-8, but the broker does not
+    /// check, and some producers write other bytes.
+    pub fn key(&self) -> &'a [u8] {
+        self.key
+    }
+
+    /// The key as text: UTF-8, with invalid sequences replaced by U+FFFD (as the Java
+    /// client decodes it).
+    pub fn key_str(&self) -> Cow<'a, str> {
+        String::from_utf8_lossy(self.key)
+    }
+
+    /// The value, `None` when null.
+    pub fn value(&self) -> Option<&'a [u8]> {
+        self.value
+    }
 }
 
 /// The headers of a record, decoded as you iterate.
@@ -221,7 +168,16 @@ impl<'a> Iterator for Headers<'a> {
     type Item = Header<'a>;
 
     fn next(&mut self) -> Option<Header<'a>> {
-        self.inner.next().map(|(key, value)| Header { key, value })
+        self.inner.next().map(|(key, value)| Header {
+            key: key.as_ref(),
+            value,
+        })
+    }
+}
+
+impl fmt::Debug for Headers<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
     }
 }
 
@@ -237,6 +193,11 @@ impl<'a> Iterator for Headers<'a> {
 /// }
 /// # Ok::<(), kafka_consumer::Error>(())
 /// ```
+///
+/// The records point into the fetched buffers, which count against `fetch.buffer.bytes`
+/// until this value is dropped: an application that keeps many `ConsumerRecords` alive
+/// stops the prefetch (`Metrics::fetch_blocked_by_memory` says so). Copy out what you
+/// keep with [`Record::to_owned_record`].
 #[derive(Debug, Default)]
 pub struct ConsumerRecords {
     parts: Vec<(Arc<Chunk>, usize, usize)>,
@@ -262,12 +223,12 @@ impl ConsumerRecords {
     }
 
     /// All records: partition by partition, in offset order within each.
-    pub fn iter(&self) -> impl Iterator<Item = Record<'_>> + '_ {
-        self.parts.iter().flat_map(|(c, s, e)| {
-            c.records[*s..*e]
-                .iter()
-                .map(move |rec| Record { chunk: c, rec })
-        })
+    pub fn iter(&self) -> Records<'_> {
+        Records {
+            parts: self.parts.iter(),
+            current: None,
+            filter: None,
+        }
     }
 
     /// The partitions that have records here.
@@ -279,16 +240,53 @@ impl ConsumerRecords {
     }
 
     /// The records of one partition, in offset order.
-    pub fn records<'a>(&'a self, tp: &'a TopicPartition) -> impl Iterator<Item = Record<'a>> + 'a {
-        self.iter().filter(move |r| r.chunk.tp == *tp)
+    pub fn records<'a>(&'a self, tp: &'a TopicPartition) -> Records<'a> {
+        Records {
+            parts: self.parts.iter(),
+            current: None,
+            filter: Some(tp),
+        }
+    }
+}
+
+/// Iterator over the records of a [`ConsumerRecords`].
+#[derive(Clone)]
+pub struct Records<'a> {
+    parts: std::slice::Iter<'a, (Arc<Chunk>, usize, usize)>,
+    current: Option<(&'a Chunk, std::slice::Iter<'a, StoredRecord>)>,
+    filter: Option<&'a TopicPartition>,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        loop {
+            if let Some((chunk, recs)) = &mut self.current {
+                if let Some(rec) = recs.next() {
+                    return Some(Record { chunk, rec });
+                }
+            }
+            let (c, s, e) = self.parts.next()?;
+            if self.filter.is_some_and(|tp| *tp != c.tp) {
+                continue;
+            }
+            self.current = Some((c, c.records[*s..*e].iter()));
+        }
+    }
+}
+
+impl fmt::Debug for Records<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Records")
     }
 }
 
 impl<'a> IntoIterator for &'a ConsumerRecords {
     type Item = Record<'a>;
-    type IntoIter = Box<dyn Iterator<Item = Record<'a>> + 'a>;
+    type IntoIter = Records<'a>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+    fn into_iter(self) -> Records<'a> {
+        self.iter()
     }
 }

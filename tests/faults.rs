@@ -11,19 +11,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_consumer::protocol::api::api_versions::{
+use kafka_consumer::testing::api::api_versions::{
     ApiVersion, ApiVersionsRequest, ApiVersionsResponse,
 };
-use kafka_consumer::protocol::api::list_offsets::{
+use kafka_consumer::testing::api::list_offsets::{
     ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
-use kafka_consumer::protocol::api::metadata::{
+use kafka_consumer::testing::api::metadata::{
     MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
     MetadataResponseTopic,
 };
-use kafka_consumer::protocol::frame::encode_response;
-use kafka_consumer::protocol::records::testing::{encode_batch, BatchSpec, RecordSpec};
-use kafka_consumer::protocol::wire::Writer;
+use kafka_consumer::testing::frame::encode_response;
+use kafka_consumer::testing::records::testing::{encode_batch, BatchSpec, RecordSpec};
+use kafka_consumer::testing::wire::Writer;
 use kafka_consumer::{Consumer, ConsumerConfig, ErrorKind, OffsetReset, TopicPartition};
 
 /// One request as the fake broker saw it.
@@ -235,11 +235,11 @@ fn a_malformed_metadata_response_is_a_protocol_error_not_a_panic() {
     }));
     let mut c = consumer(port);
     let e = c.partitions_for("t").unwrap_err();
-    assert_eq!(e.kind(), &ErrorKind::Protocol, "{e}");
+    assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
     assert!(e.to_string().contains("Metadata"), "{e}");
     // The consumer is still alive and answers again.
     let e = c.partitions_for("t").unwrap_err();
-    assert_eq!(e.kind(), &ErrorKind::Protocol);
+    assert_eq!(e.kind(), ErrorKind::Protocol);
 }
 
 #[test]
@@ -250,7 +250,7 @@ fn a_frame_claiming_two_gigabytes_closes_the_connection_without_allocating_it() 
     }));
     let mut c = consumer(port);
     let e = c.partitions_for("t").unwrap_err();
-    assert_eq!(e.kind(), &ErrorKind::Timeout, "{e}");
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
 }
 
 #[test]
@@ -286,7 +286,7 @@ fn a_corrupt_batch_is_an_error_naming_the_partition_after_the_good_records() {
         vec![0, 1, 2],
         "records before the corrupt batch arrive first"
     );
-    assert_eq!(err.kind(), &ErrorKind::Corrupt, "{err}");
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert_eq!(err.partition(), Some(&tp));
     assert!(err.to_string().contains("t-0"), "{err}");
     // The position stays at the corrupt batch, as in the Java client.

@@ -1,6 +1,7 @@
 //! Turns one partition of a fetch response into a [`Chunk`] for the application:
-//! CRC checks, decompression into one reused buffer, read_committed filtering, trimming
-//! of records before the fetch offset, and the position after the data.
+//! CRC checks, decompression into one buffer per chunk, read_committed filtering, trimming
+//! of records before the fetch offset, and the position after the data. Every byte the
+//! chunk holds is charged to the prefetch [`Budget`] before it is allocated.
 //!
 //! Invariants:
 //! 1. `next_offset` only moves past batches that were fully decoded (delivered, or skipped
@@ -8,61 +9,235 @@
 //!    starts at it again and the error is raised again (as the Java client does).
 //! 2. Records with an offset below the fetch offset are never delivered.
 //! 3. A partial trailing batch is ignored; the next fetch asks for it again.
+//! 4. Decompressed bytes and the record index are charged to the budget before they are
+//!    allocated, and never beyond its cap: a batch that does not fit stops the chunk before
+//!    it ([`Stop::NoRoom`]), to be fetched again once the application has freed memory (or,
+//!    when nothing else is held, on its own in a response of just that batch). Only a batch
+//!    larger than [`MAX_INFLATED`] decompressed is [`Stop::TooLarge`] here.
+//! 5. Nothing is reserved from a count read off the wire: the record index grows with the
+//!    records actually decoded, bounded by the bytes present.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::buffer::FrameBuf;
+use crate::buffer::{Budget, Charge, FrameBuf};
 use crate::fetch::aborted::AbortedFilter;
 use crate::protocol::records::{
     control_type, decompress, BatchIter, Compression, ControlType, RecordError, RecordIter,
+    TimestampType,
 };
-use crate::record::{Chunk, StoredRecord, TopicPartition};
+use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
-/// Largest decompressed size of one partition's data in one fetch: record positions are
-/// stored as `u32`, and a decompression bomb must not exhaust memory.
+/// Largest decompressed size of one chunk: record positions are stored as `u32`.
 pub const MAX_INFLATED: usize = 512 * 1024 * 1024;
 
+/// The fewest bytes one record takes on the wire (length, attributes, timestamp delta,
+/// offset delta, key length, value length, header count: one byte each at least).
+const MIN_RECORD_BYTES: usize = 7;
+
+/// One record as stored in a [`Chunk`]: offsets into the chunk's buffers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StoredRecord {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub leader_epoch: i32,
+    /// Start of the key in its buffer; `key_len < 0` means null.
+    pub key_start: u32,
+    pub key_len: i32,
+    pub value_start: u32,
+    pub value_len: i32,
+    pub headers_start: u32,
+    pub headers_len: u32,
+    pub header_count: u32,
+    pub timestamp_type: TimestampType,
+    /// Whether the ranges point into `Chunk::inflated` (decompressed) or into the frame.
+    pub inflated: bool,
+}
+
+const STORED_RECORD_BYTES: usize = std::mem::size_of::<StoredRecord>();
+
+/// A fetch response frame, charged to the budget for as long as any chunk points into it.
+pub(crate) struct FetchedFrame {
+    // Released before the buffer goes back to the pool (which charges it again).
+    _charge: Charge,
+    buf: FrameBuf,
+}
+
+impl FetchedFrame {
+    /// Charges `buf` (a response already received) to `budget`.
+    pub fn new(buf: FrameBuf, budget: &Arc<Budget>) -> FetchedFrame {
+        FetchedFrame {
+            _charge: budget.charge(buf.capacity()),
+            buf,
+        }
+    }
+}
+
+impl FetchedFrame {
+    /// Bytes charged for the frame.
+    pub fn charged(&self) -> usize {
+        self._charge.bytes()
+    }
+}
+
+impl std::ops::Deref for FetchedFrame {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// Records fetched for one partition from one fetch response, handed from the I/O thread
+/// to the application. Dropping it returns its bytes to the prefetch budget.
+pub(crate) struct Chunk {
+    pub tp: TopicPartition,
+    /// The position epoch this data was fetched under; a chunk from an older epoch is stale.
+    pub epoch: PositionEpoch,
+    /// The position the fetch was made from.
+    pub fetch_offset: i64,
+    /// The position after the whole chunk (past control records and aborted batches too).
+    pub next_offset: i64,
+    /// Leader epoch of the last batch read (for the position's epoch).
+    pub last_epoch: LeaderEpoch,
+    /// The partition's end (high watermark, or last stable offset under read_committed)
+    /// as of this response; -1 when unknown.
+    pub end_offset: i64,
+    pub frame: Option<Arc<FetchedFrame>>,
+    pub inflated: Vec<u8>,
+    pub records: Vec<StoredRecord>,
+    /// The decompressed bytes and the record index, charged to the budget.
+    _charge: Option<Charge>,
+}
+
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk")
+            .field("tp", &self.tp)
+            .field("epoch", &self.epoch)
+            .field("fetch_offset", &self.fetch_offset)
+            .field("next_offset", &self.next_offset)
+            .field("records", &self.records.len())
+            .finish()
+    }
+}
+
+impl Chunk {
+    /// The bytes of `r` at `start..start+len`, in the frame or in the decompressed buffer.
+    pub fn slice(&self, r: &StoredRecord, start: u32, len: u32) -> &[u8] {
+        let buf: &[u8] = if r.inflated {
+            &self.inflated
+        } else {
+            self.frame.as_deref().map_or(&[], |f| f)
+        };
+        &buf[start as usize..start as usize + len as usize]
+    }
+
+    /// Bytes this chunk charged beyond its frame (decompressed data, record index).
+    pub fn charged(&self) -> usize {
+        self._charge.as_ref().map_or(0, Charge::bytes)
+    }
+
+    /// A chunk without records that moves the position from `from` to `to` (after an offset
+    /// reset or a seek resolved by ListOffsets).
+    pub fn position(tp: TopicPartition, epoch: PositionEpoch, from: i64, to: i64) -> Chunk {
+        Chunk {
+            tp,
+            epoch,
+            fetch_offset: from,
+            next_offset: to,
+            last_epoch: LeaderEpoch::UNKNOWN,
+            end_offset: -1,
+            frame: None,
+            inflated: Vec::new(),
+            records: Vec::new(),
+            _charge: None,
+        }
+    }
+}
+
 /// What the fetch path knows about one partition's answer.
-pub struct PartitionInput<'a> {
+pub(crate) struct PartitionInput<'a> {
     /// Which partition.
     pub tp: TopicPartition,
     /// Position epoch the fetch was made under.
-    pub epoch: u64,
+    pub epoch: PositionEpoch,
     /// Offset the fetch was made from.
     pub fetch_offset: i64,
-    /// High watermark from the response.
+    /// The partition's end as the response gave it.
+    pub end_offset: i64,
     /// The whole response body (records ranges point into it).
-    pub frame: &'a Arc<FrameBuf>,
+    pub frame: &'a Arc<FetchedFrame>,
     /// Start and length of this partition's record set in `frame`.
     pub records: (usize, usize),
-    /// read_committed: the aborted transactions listed for this partition.
+    /// read_committed only: the aborted transactions listed for this partition.
     pub aborted: Option<Vec<(i64, i64)>>,
     /// Whether to verify CRCs.
     pub check_crcs: bool,
 }
 
-/// Decodes one partition's records. Returns the chunk (possibly without records when only
-/// control or aborted batches were read, or `None` when nothing advanced) and the error
-/// that stopped decoding, if any.
-pub fn build_chunk(
+/// Why a chunk ended before the end of the partition's data.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The batch at `offset` is malformed (or its codec unavailable).
+    Error {
+        /// Where the bad batch starts (the position the next fetch starts from).
+        offset: i64,
+        /// The offset after the bad batch, when its header could be read.
+        skip_to: Option<i64>,
+        error: RecordError,
+    },
+    /// The batch at `offset` does not fit in the budget now. `alone`: nothing but this
+    /// response's frame is held, so waiting for the application will not help.
+    NoRoom {
+        offset: i64,
+        skip_to: i64,
+        alone: bool,
+    },
+    /// The batch at `offset` decompresses to more than [`MAX_INFLATED`].
+    TooLarge { offset: i64, skip_to: i64 },
+}
+
+/// The result of decoding one partition's data.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    /// The chunk, or `None` when the position did not move and no record was read.
+    pub chunk: Option<Chunk>,
+    /// Why decoding stopped early, if it did.
+    pub stop: Option<Stop>,
+    /// Bytes of record set present (for telling an empty answer from a useless one).
+    pub bytes: usize,
+}
+
+/// Decodes one partition's records, charging `budget` for what the chunk holds.
+/// `held_here` is what this response has already charged (its frame and earlier chunks):
+/// it tells a batch that waits for the application from one that does not fit at all.
+pub(crate) fn build_chunk(
     input: PartitionInput<'_>,
-    budget: &Arc<AtomicUsize>,
-) -> (Option<Chunk>, Option<RecordError>) {
+    budget: &Arc<Budget>,
+    held_here: usize,
+) -> Decoded {
     let (start, len) = input.records;
-    let set = &input.frame[start..start + len];
+    let frame: &[u8] = input.frame;
+    let set = &frame[start..start + len];
     let mut filter = input.aborted.map(AbortedFilter::new);
     let mut records: Vec<StoredRecord> = Vec::new();
     let mut inflated: Vec<u8> = Vec::new();
+    let mut charge = budget.charge(0);
     let mut next_offset = input.fetch_offset;
-    let mut last_epoch = -1;
-    let mut error = None;
+    let mut last_epoch = LeaderEpoch::UNKNOWN;
+    let mut stop = None;
+    // Records expected in the whole set, from the first batch's density (bounded by bytes).
+    let mut hint: Option<usize> = None;
 
     for batch in BatchIter::new(set, input.check_crcs) {
         let batch = match batch {
             Ok(b) => b,
             Err(e) => {
-                error = Some(e);
+                stop = Some(Stop::Error {
+                    offset: next_offset,
+                    skip_to: None,
+                    error: e,
+                });
                 break;
             }
         };
@@ -70,11 +245,39 @@ pub fn build_chunk(
         if h.next_offset() <= input.fetch_offset {
             continue;
         }
-        if records.capacity() == 0 && h.record_count > 0 {
-            // Size the record index once from the first batch's density.
-            let per_record = (h.batch_length.max(1) as usize / h.record_count as usize).max(1);
-            records.reserve(len / per_record + h.record_count as usize);
+        let batch_start = h.base_offset.max(input.fetch_offset);
+        let no_room = |charge: &Charge| Stop::NoRoom {
+            offset: batch_start,
+            skip_to: h.next_offset(),
+            alone: alone(budget, held_here, charge),
+        };
+
+        // Room in the record index for this batch's records, charged first.
+        let at_most =
+            (h.record_count.max(0) as usize).min(batch.records.len() / MIN_RECORD_BYTES + 1);
+        if !h.is_control() && at_most > records.capacity() - records.len() {
+            let hint = *hint.get_or_insert_with(|| {
+                let per_record = (batch.records.len() / at_most.max(1)).max(MIN_RECORD_BYTES);
+                len / per_record
+            });
+            let need = records.len() + at_most;
+            let wanted = need.max(hint.min(need.saturating_mul(2)));
+            let grown = if charge.try_grow((wanted - records.capacity()) * STORED_RECORD_BYTES) {
+                Some(wanted)
+            } else if charge.try_grow((need - records.capacity()) * STORED_RECORD_BYTES) {
+                Some(need)
+            } else {
+                None
+            };
+            match grown {
+                Some(cap) => records.reserve_exact(cap - records.len()),
+                None => {
+                    stop = Some(no_room(&charge));
+                    break;
+                }
+            }
         }
+
         let result = (|| -> Result<(), RecordError> {
             if h.is_control() {
                 // Never delivered; an ABORT marker ends its producer's aborted transaction.
@@ -92,12 +295,13 @@ pub fn build_chunk(
                     (batch.records, start + batch.start + 61, false)
                 } else {
                     let at = inflated.len();
-                    decompress(
-                        h.compression(),
-                        batch.records,
-                        &mut inflated,
-                        MAX_INFLATED.saturating_sub(at),
-                    )?;
+                    let cap_before = inflated.capacity();
+                    // What the budget can still hold, minus the decoder's slack.
+                    let limit = MAX_INFLATED
+                        .saturating_sub(at)
+                        .min(budget.room().saturating_sub(DECOMPRESS_SLACK));
+                    decompress(h.compression(), batch.records, &mut inflated, limit)?;
+                    charge.grow(inflated.capacity().saturating_sub(cap_before));
                     (&inflated[at..], at, true)
                 };
             let before = records.len();
@@ -116,6 +320,12 @@ pub fn build_chunk(
                 };
                 if r.offset < input.fetch_offset {
                     continue;
+                }
+                if records.len() == records.capacity() {
+                    // More records than the batch's count allowed for: RecordIter stops
+                    // at the count, so this cannot happen; keep the charge exact anyway.
+                    charge.grow(STORED_RECORD_BYTES);
+                    records.reserve_exact(1);
                 }
                 let (key_start, key_len) = r.key.map_or((0, -1), |(s, l)| (s, l as i32));
                 let (value_start, value_len) = r.value.map_or((0, -1), |(s, l)| (s, l as i32));
@@ -136,33 +346,66 @@ pub fn build_chunk(
             }
             Ok(())
         })();
-        if let Err(e) = result {
-            error = Some(e);
-            break;
+        match result {
+            Ok(()) => {}
+            Err(RecordError::DecompressedTooLarge { limit }) => {
+                stop = Some(if limit + inflated.len() >= MAX_INFLATED {
+                    Stop::TooLarge {
+                        offset: batch_start,
+                        skip_to: h.next_offset(),
+                    }
+                } else {
+                    no_room(&charge)
+                });
+                break;
+            }
+            Err(e) => {
+                stop = Some(Stop::Error {
+                    offset: batch_start,
+                    skip_to: Some(h.next_offset()),
+                    error: e,
+                });
+                break;
+            }
         }
         next_offset = h.next_offset();
-        last_epoch = h.partition_leader_epoch;
+        last_epoch = LeaderEpoch(h.partition_leader_epoch);
     }
 
-    if next_offset == input.fetch_offset && records.is_empty() {
-        return (None, error);
+    let chunk = (next_offset != input.fetch_offset || !records.is_empty()).then(|| {
+        // Give back index room that was reserved and not used.
+        let unused = records.capacity() - records.len();
+        if unused > records.len() {
+            records.shrink_to_fit();
+            charge.shrink(unused * STORED_RECORD_BYTES);
+        }
+        Chunk {
+            tp: input.tp,
+            epoch: input.epoch,
+            fetch_offset: input.fetch_offset,
+            next_offset,
+            last_epoch,
+            end_offset: input.end_offset,
+            frame: Some(Arc::clone(input.frame)),
+            inflated,
+            records,
+            _charge: Some(charge),
+        }
+    });
+    Decoded {
+        chunk,
+        stop,
+        bytes: len,
     }
-    let charged = len + inflated.len();
-    budget.fetch_add(charged, Ordering::AcqRel);
-    let chunk = Chunk {
-        tp: input.tp,
-        epoch: input.epoch,
-        fetch_offset: input.fetch_offset,
-        next_offset,
-        last_epoch,
-        frame: Arc::clone(input.frame),
-        inflated,
-        records,
-        charged,
-        budget: Arc::clone(budget),
-    };
-    (Some(chunk), error)
 }
+
+/// Whether the budget holds nothing but this response: it is as empty as it can get.
+fn alone(budget: &Budget, held_here: usize, own: &Charge) -> bool {
+    budget.used().saturating_sub(held_here + own.bytes()) == 0
+}
+
+/// Bytes a decompressor may allocate beyond what it produced (its growth step).
+const DECOMPRESS_SLACK: usize = 64 * 1024;
 
 /// Reads the marker type of a control batch (decompressing it first in the rare case it
 /// is compressed).
@@ -174,7 +417,7 @@ fn read_control(
     let buf = if h.compression() == Compression::None {
         records
     } else {
-        decompress(h.compression(), records, &mut owned, 1024 * 1024)?;
+        decompress(h.compression(), records, &mut owned, 64 * 1024)?;
         &owned
     };
     match RecordIter::new(h, buf).next() {
@@ -189,34 +432,10 @@ fn read_control(
     }
 }
 
-/// A chunk without records that moves the position from `from` to `to` (after an offset
-/// reset or a seek resolved by ListOffsets).
-pub fn position_chunk(
-    tp: TopicPartition,
-    epoch: u64,
-    from: i64,
-    to: i64,
-    budget: &Arc<AtomicUsize>,
-) -> Chunk {
-    Chunk {
-        tp,
-        epoch,
-        fetch_offset: from,
-        next_offset: to,
-        last_epoch: -1,
-        frame: Arc::new(FrameBuf::from_vec(Vec::new())),
-        inflated: Vec::new(),
-        records: Vec::new(),
-        charged: 0,
-        budget: Arc::clone(budget),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::records::testing::{control_batch, encode_batch, BatchSpec, RecordSpec};
-    use crate::{Error, ErrorKind};
 
     fn batch(base: i64, n: i32, producer_id: i64, transactional: bool) -> Vec<u8> {
         let values: Vec<String> = (0..n).map(|i| format!("v{}", base + i as i64)).collect();
@@ -234,40 +453,54 @@ mod tests {
         })
     }
 
-    /// A fake response body: some header bytes, then the record set.
-    fn frame(set: &[u8]) -> (Arc<FrameBuf>, (usize, usize)) {
-        let mut body = vec![0xAB; 10];
-        body.extend_from_slice(set);
-        (Arc::new(FrameBuf::from_vec(body)), (10, set.len()))
+    fn budget(cap: usize) -> Arc<Budget> {
+        Budget::new(cap, Box::new(|| {}))
     }
 
-    fn run(
+    /// A fake response body: some header bytes, then the record set.
+    fn frame(set: &[u8], budget: &Arc<Budget>) -> (Arc<FetchedFrame>, (usize, usize)) {
+        let mut body = vec![0xAB; 10];
+        body.extend_from_slice(set);
+        (
+            Arc::new(FetchedFrame::new(FrameBuf::from_vec(body), budget)),
+            (10, set.len()),
+        )
+    }
+
+    fn run_with(
         set: &[u8],
         fetch_offset: i64,
         aborted: Option<Vec<(i64, i64)>>,
-    ) -> (Option<Chunk>, Option<RecordError>) {
-        let (f, range) = frame(set);
-        let budget = Arc::new(AtomicUsize::new(0));
+        b: &Arc<Budget>,
+    ) -> Decoded {
+        let before = b.used();
+        let (f, range) = frame(set, b);
+        let held = b.used() - before;
         build_chunk(
             PartitionInput {
                 tp: TopicPartition::new("t", 4),
-                epoch: 1,
+                epoch: PositionEpoch(1),
                 fetch_offset,
+                end_offset: 100,
                 frame: &f,
                 records: range,
                 aborted,
                 check_crcs: true,
             },
-            &budget,
+            b,
+            held,
         )
+    }
+
+    fn run(set: &[u8], fetch_offset: i64, aborted: Option<Vec<(i64, i64)>>) -> Decoded {
+        run_with(set, fetch_offset, aborted, &budget(1 << 30))
     }
 
     fn values(c: &Chunk) -> Vec<(i64, String)> {
         c.records
             .iter()
             .map(|r| {
-                let buf: &[u8] = if r.inflated { &c.inflated } else { &c.frame };
-                let v = &buf[r.value_start as usize..r.value_start as usize + r.value_len as usize];
+                let v = c.slice(r, r.value_start, r.value_len as u32);
                 (r.offset, String::from_utf8(v.to_vec()).unwrap())
             })
             .collect()
@@ -277,9 +510,9 @@ mod tests {
     fn records_before_the_fetch_offset_are_trimmed() {
         let mut set = batch(0, 5, -1, false);
         set.extend(batch(5, 5, -1, false));
-        let (c, e) = run(&set, 3, None);
-        assert!(e.is_none());
-        let c = c.unwrap();
+        let d = run(&set, 3, None);
+        assert!(d.stop.is_none());
+        let c = d.chunk.unwrap();
         assert_eq!(values(&c).first(), Some(&(3, "v3".to_owned())));
         assert_eq!(c.records.len(), 7);
         assert_eq!((c.fetch_offset, c.next_offset), (3, 10));
@@ -290,41 +523,44 @@ mod tests {
         let mut set = batch(0, 5, -1, false);
         let second = batch(5, 5, -1, false);
         set.extend_from_slice(&second[..second.len() - 3]);
-        let (c, e) = run(&set, 0, None);
-        assert!(e.is_none());
-        let c = c.unwrap();
+        let d = run(&set, 0, None);
+        assert!(d.stop.is_none());
+        let c = d.chunk.unwrap();
         assert_eq!(c.records.len(), 5);
         assert_eq!(c.next_offset, 5);
     }
 
     #[test]
-    fn a_bad_crc_stops_before_the_batch_and_the_error_names_the_partition() {
+    fn a_bad_crc_stops_before_the_batch_and_says_where() {
         let mut set = batch(0, 3, -1, false);
         let mut bad = batch(3, 3, -1, false);
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
         set.extend(bad);
-        let (c, e) = run(&set, 0, None);
-        let c = c.unwrap();
+        let d = run(&set, 0, None);
+        let c = d.chunk.unwrap();
         assert_eq!(
             c.records.len(),
             3,
             "records before the corrupt batch are delivered"
         );
         assert_eq!(c.next_offset, 3, "the position stays at the corrupt batch");
-        let err = Error::records(e.unwrap(), &c.tp);
-        assert_eq!(err.kind(), &ErrorKind::Corrupt);
-        assert!(err.to_string().contains("t-4"), "{err}");
-        assert_eq!(err.partition(), Some(&TopicPartition::new("t", 4)));
+        match d.stop {
+            Some(Stop::Error { offset, error, .. }) => {
+                assert_eq!(offset, 3);
+                assert!(matches!(error, RecordError::CrcMismatch { .. }));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn a_bad_crc_in_the_first_batch_yields_no_chunk() {
         let mut set = batch(0, 3, -1, false);
         set[30] ^= 1;
-        let (c, e) = run(&set, 0, None);
-        assert!(c.is_none());
-        assert!(matches!(e, Some(RecordError::CrcMismatch { .. })));
+        let d = run(&set, 0, None);
+        assert!(d.chunk.is_none());
+        assert!(matches!(d.stop, Some(Stop::Error { offset: 0, .. })));
     }
 
     #[test]
@@ -336,47 +572,78 @@ mod tests {
         set.extend(batch(4, 2, 8, true));
         set.extend(control_batch(6, 8, 1));
         set.extend(batch(7, 2, -1, false));
-        let (c, e) = run(&set, 0, Some(vec![(7, 0)]));
-        assert!(e.is_none());
-        let c = c.unwrap();
+        let c = run(&set, 0, Some(vec![(7, 0)])).chunk.unwrap();
         let offsets: Vec<i64> = c.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![4, 5, 7, 8]);
         assert_eq!(c.next_offset, 9);
         // read_uncommitted: everything but the markers.
-        let (c, _) = run(&set, 0, None);
-        let offsets: Vec<i64> = c.unwrap().records.iter().map(|r| r.offset).collect();
+        let c = run(&set, 0, None).chunk.unwrap();
+        let offsets: Vec<i64> = c.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![0, 1, 2, 4, 5, 7, 8]);
     }
 
     #[test]
     fn only_control_records_still_move_the_position() {
         let set = control_batch(10, 7, 1);
-        let (c, e) = run(&set, 10, None);
-        assert!(e.is_none());
-        let c = c.unwrap();
+        let d = run(&set, 10, None);
+        assert!(d.stop.is_none());
+        let c = d.chunk.unwrap();
         assert!(c.records.is_empty());
         assert_eq!(c.next_offset, 11);
     }
 
     #[test]
-    fn the_budget_is_charged_and_given_back() {
+    fn everything_held_is_charged_and_given_back() {
+        let b = budget(1 << 30);
         let set = batch(0, 3, -1, false);
-        let (f, range) = frame(&set);
-        let budget = Arc::new(AtomicUsize::new(0));
-        let (c, _) = build_chunk(
-            PartitionInput {
-                tp: TopicPartition::new("t", 0),
-                epoch: 1,
-                fetch_offset: 0,
-                frame: &f,
-                records: range,
-                aborted: None,
-                check_crcs: true,
-            },
-            &budget,
+        let d = run_with(&set, 0, None, &b);
+        let c = d.chunk.unwrap();
+        assert!(
+            b.used() >= set.len() + 3 * STORED_RECORD_BYTES,
+            "{}",
+            b.used()
         );
-        assert_eq!(budget.load(Ordering::Acquire), set.len());
         drop(c);
-        assert_eq!(budget.load(Ordering::Acquire), 0);
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn a_batch_that_does_not_fit_stops_the_chunk_and_says_whether_anything_else_is_held() {
+        let mut set = batch(0, 3, -1, false);
+        set.extend(batch(3, 300, -1, false));
+        // Room for the frame and the first batch's index only.
+        let b = budget(set.len() + 10 + 3 * STORED_RECORD_BYTES + 16);
+        let d = run_with(&set, 0, None, &b);
+        let c = d.chunk.expect("the first batch fits");
+        assert_eq!(c.next_offset, 3);
+        assert!(
+            matches!(
+                d.stop,
+                Some(Stop::NoRoom {
+                    offset: 3,
+                    skip_to: 303,
+                    alone: false
+                })
+            ),
+            "the first chunk is held: {:?}",
+            d.stop
+        );
+        assert!(b.used() <= b.cap());
+        drop(c);
+        // Nothing but the frame held: waiting for the application will not help.
+        let d = run_with(&set, 3, None, &b);
+        assert!(
+            matches!(
+                d.stop,
+                Some(Stop::NoRoom {
+                    offset: 3,
+                    alone: true,
+                    ..
+                })
+            ),
+            "{:?}",
+            d.stop
+        );
+        assert!(d.chunk.is_none());
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
-use crate::record::TopicPartition;
+use crate::types::TopicPartition;
 
 /// One partition the caller wants fetched, with the state that goes on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]

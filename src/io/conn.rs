@@ -1,35 +1,44 @@
-//! One broker connection: non-blocking connect, framed reads straight into their own
-//! buffers, queued writes, version negotiation, correlation ids.
+//! One socket: non-blocking connect to each resolved address in turn, ApiVersions
+//! negotiation, framed reads straight into their own buffers, queued writes, correlation
+//! ids.
 //!
 //! mio's rules, exactly: read and write until `WouldBlock`; expect spurious wake-ups; a
 //! non-blocking connect is confirmed with `take_error` and `peer_addr` on the first
 //! writable event; WRITABLE interest is registered only while output is queued.
+//!
+//! ```text
+//!   Resolving ──addresses──▶ Connecting(i) ──connected──▶ Negotiating ──ApiVersions──▶ Ready
+//!                               │  failed: next address (i+1)
+//!                               └──── none left ──▶ closed (the caller backs off)
+//! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Instant;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::buffer::{FrameBuf, Pool};
+use crate::link::{Route, Tag, Transmit, Versions};
 use crate::protocol::api::api_versions::{self, ApiVersionsRequest};
-use crate::protocol::api::{negotiate, Api};
+use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::frame::{self, decode_response, encode_request};
+use crate::protocol::frame::{self, decode_response, encode_request_frame};
+use crate::types::CorrelationId;
 
 /// Where a connection is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnState {
-    /// TCP connect in progress.
+    /// Waiting for the resolver (job id).
+    Resolving(u64),
+    /// TCP connect in progress to `addrs[index]`.
     Connecting,
     /// Connected; ApiVersions sent, waiting for the answer.
     Negotiating,
     /// Versions known; requests may be sent.
     Ready,
-    /// Closed; may reconnect after the backoff.
-    Closed,
 }
 
 /// First allocation for an incoming frame; larger frames grow as their bytes arrive.
@@ -37,31 +46,40 @@ const INITIAL_FRAME_BUFFER: usize = 1024 * 1024;
 
 /// A request on the wire awaiting its response.
 #[derive(Debug)]
-pub struct InFlight<K> {
+pub struct InFlight {
     /// The API key.
     pub api_key: i16,
     /// The version it was sent at.
     pub version: i16,
     /// When it times out.
     pub deadline: Instant,
-    /// What the caller wants done with the answer.
-    pub kind: K,
+    /// Whose answer it is; `None` for the connection's own ApiVersions.
+    pub tag: Option<Tag>,
 }
 
-/// A broker connection. `K` is the caller's tag for in-flight requests.
-pub struct Conn<K> {
-    pub node_id: i32,
-    pub host: String,
-    pub port: u16,
+/// What reading produced.
+pub enum Outcome {
+    /// A complete response to a component's request.
+    Response { in_flight: InFlight, body: FrameBuf },
+    /// The connection finished negotiating and is ready.
+    Ready(Versions),
+}
+
+/// One socket to one route.
+pub struct Conn {
+    pub route: Route,
     pub token: Token,
     pub state: ConnState,
+    /// The host, for logs.
+    pub host: String,
+    addrs: Vec<SocketAddr>,
+    addr_index: usize,
     stream: Option<TcpStream>,
-    connect_started: Instant,
-    /// Supported version ranges by API key, from ApiVersions.
-    versions: HashMap<i16, (i16, i16)>,
+    /// When the current setup step (resolving, or connecting to one address) started.
+    step_started: Instant,
     api_versions_version: i16,
-    next_correlation: i32,
-    pub in_flight: HashMap<i32, InFlight<K>>,
+    next_correlation: CorrelationId,
+    in_flight: HashMap<i32, InFlight>,
     out: VecDeque<Vec<u8>>,
     out_pos: usize,
     writable_registered: bool,
@@ -71,45 +89,33 @@ pub struct Conn<K> {
     /// buffer) and grows towards `frame_len` as bytes arrive.
     body: Vec<u8>,
     body_len: usize,
-    pool: Pool,
-    /// Size of the frame being read (the buffer grows towards it as bytes arrive).
     frame_len: usize,
-    /// Consecutive failed attempts, for the reconnect backoff.
-    pub failures: u32,
-    /// Not before this instant may a closed connection reconnect.
-    pub retry_at: Option<Instant>,
+    pool: Pool,
     client_id: String,
 }
 
-/// What reading produced.
-pub enum ReadOutcome<K> {
-    /// A complete response to one of our requests.
-    Response {
-        in_flight: InFlight<K>,
-        body: FrameBuf,
-    },
-}
-
-impl<K> Conn<K> {
-    pub fn new(
-        node_id: i32,
+impl Conn {
+    /// A connection waiting for resolver job `job` to give the addresses of `host`.
+    pub fn resolving(
+        route: Route,
         host: &str,
-        port: u16,
         token: Token,
+        job: u64,
         client_id: &str,
         pool: Pool,
-    ) -> Conn<K> {
+        now: Instant,
+    ) -> Conn {
         Conn {
-            node_id,
-            host: host.to_owned(),
-            port,
+            route,
             token,
-            state: ConnState::Closed,
+            state: ConnState::Resolving(job),
+            host: host.to_owned(),
+            addrs: Vec::new(),
+            addr_index: 0,
             stream: None,
-            connect_started: Instant::now(),
-            versions: HashMap::new(),
+            step_started: now,
             api_versions_version: ApiVersionsRequest::MAX_VERSION,
-            next_correlation: 1,
+            next_correlation: CorrelationId(1),
             in_flight: HashMap::new(),
             out: VecDeque::new(),
             out_pos: 0,
@@ -120,54 +126,90 @@ impl<K> Conn<K> {
             body_len: 0,
             frame_len: 0,
             pool,
-            failures: 0,
-            retry_at: None,
             client_id: client_id.to_owned(),
         }
     }
 
-    /// Starts a non-blocking connect.
-    pub fn connect(&mut self, registry: &Registry, now: Instant) -> io::Result<()> {
-        let addr: SocketAddr = (self.host.as_str(), self.port)
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "host has no address"))?;
-        let mut stream = TcpStream::connect(addr)?;
-        registry.register(
-            &mut stream,
-            self.token,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        self.writable_registered = true;
-        self.stream = Some(stream);
-        self.state = ConnState::Connecting;
-        self.connect_started = now;
-        log::debug!(
-            "connecting to node {} at {}:{}",
-            self.node_id,
-            self.host,
-            self.port
-        );
-        Ok(())
+    /// The resolver answered: connect to the first address that accepts a connect.
+    pub fn resolved(
+        &mut self,
+        addrs: Vec<SocketAddr>,
+        registry: &Registry,
+        now: Instant,
+    ) -> io::Result<()> {
+        if addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} resolves to no address", self.host),
+            ));
+        }
+        self.addrs = addrs;
+        self.addr_index = 0;
+        self.connect_current(registry, now)
     }
 
-    /// When the connect attempt started.
-    pub fn connect_started(&self) -> Instant {
-        self.connect_started
+    /// Starts a connect to the current address, moving on to the next ones while a connect
+    /// fails at once.
+    fn connect_current(&mut self, registry: &Registry, now: Instant) -> io::Result<()> {
+        loop {
+            let Some(addr) = self.addrs.get(self.addr_index).copied() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    format!("no address of {} accepted a connection", self.host),
+                ));
+            };
+            match TcpStream::connect(addr).and_then(|mut s| {
+                registry.register(&mut s, self.token, Interest::READABLE | Interest::WRITABLE)?;
+                Ok(s)
+            }) {
+                Ok(stream) => {
+                    self.stream = Some(stream);
+                    self.writable_registered = true;
+                    self.state = ConnState::Connecting;
+                    self.step_started = now;
+                    log::debug!("connecting to {} at {addr}", self.route);
+                    return Ok(());
+                }
+                Err(e) => {
+                    log::debug!("connect to {addr} for {} failed: {e}", self.route);
+                    self.addr_index += 1;
+                }
+            }
+        }
     }
 
-    /// Closes the socket and returns every request that was in flight.
-    pub fn close(&mut self, registry: &Registry) -> Vec<InFlight<K>> {
+    /// The current connect attempt failed or timed out: try the next address, if any.
+    /// Returns an error when none is left.
+    pub fn next_address(&mut self, registry: &Registry, now: Instant, why: &str) -> io::Result<()> {
         if let Some(mut s) = self.stream.take() {
             let _ = registry.deregister(&mut s);
         }
-        self.state = ConnState::Closed;
+        let failed = self.addrs.get(self.addr_index).copied();
+        self.addr_index += 1;
+        if self.addr_index >= self.addrs.len() {
+            return Err(io::Error::other(match failed {
+                Some(a) => format!("{a}: {why}"),
+                None => why.to_owned(),
+            }));
+        }
+        log::debug!("{}: {why}; trying the next address", self.route);
+        self.connect_current(registry, now)
+    }
+
+    /// When the current setup step (resolving or connecting) times out.
+    pub fn setup_deadline(&self, timeout: Duration) -> Option<Instant> {
+        match self.state {
+            ConnState::Resolving(_) | ConnState::Connecting => Some(self.step_started + timeout),
+            _ => None,
+        }
+    }
+
+    /// Closes the socket and returns every request that was in flight.
+    pub fn close(&mut self, registry: &Registry) -> Vec<InFlight> {
+        if let Some(mut s) = self.stream.take() {
+            let _ = registry.deregister(&mut s);
+        }
         self.out.clear();
-        self.out_pos = 0;
-        self.head_len = 0;
-        self.body = Vec::new();
-        self.body_len = 0;
-        self.writable_registered = false;
         self.in_flight.drain().map(|(_, f)| f).collect()
     }
 
@@ -176,48 +218,57 @@ impl<K> Conn<K> {
         self.state == ConnState::Ready
     }
 
-    /// The version to use for API `A`, if the broker supports one we do.
-    pub fn version<A: Api>(&self) -> Option<i16> {
-        let (lo, hi) = *self.versions.get(&A::KEY)?;
-        negotiate::<A>(lo, hi)
+    /// Queues a component's request.
+    pub fn send(&mut self, t: Transmit, now: Instant) {
+        self.queue(
+            t.api_key,
+            t.version,
+            t.flexible,
+            &t.body,
+            Some(t.tag),
+            now + t.timeout,
+        );
     }
 
-    /// Queues a request at version `v`. Returns its correlation id.
-    pub fn send<A: Api>(&mut self, req: &A, v: i16, kind: K, deadline: Instant) -> i32 {
+    fn queue(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        flexible: bool,
+        body: &[u8],
+        tag: Option<Tag>,
+        deadline: Instant,
+    ) {
         let corr = self.next_correlation;
-        self.next_correlation = self.next_correlation.wrapping_add(1).max(1);
-        let frame = encode_request(req, v, corr, &self.client_id);
+        self.next_correlation = corr.next();
+        let frame = encode_request_frame(api_key, version, flexible, corr.0, &self.client_id, body);
         log::trace!(
-            "node {} -> {} v{} corr {} ({} bytes)",
-            self.node_id,
-            A::NAME,
-            v,
-            corr,
+            "{} -> api {api_key} v{version} corr {} ({} bytes)",
+            self.route,
+            corr.0,
             frame.len()
         );
         self.out.push_back(frame);
         self.in_flight.insert(
-            corr,
+            corr.0,
             InFlight {
-                api_key: A::KEY,
-                version: v,
+                api_key,
+                version,
                 deadline,
-                kind,
+                tag,
             },
         );
-        corr
     }
 
-    /// Handles readiness. Returns complete responses (to be dispatched by the caller) or an
-    /// error after which the caller must close the connection.
+    /// Handles readiness. Returns what came in, or an error after which the caller closes
+    /// the connection (or, while connecting, tries the next address).
     pub fn ready(
         &mut self,
         registry: &Registry,
         readable: bool,
         writable: bool,
-        api_versions_kind: impl Fn() -> K,
         deadline: Instant,
-    ) -> io::Result<Vec<ReadOutcome<K>>> {
+    ) -> io::Result<Vec<Outcome>> {
         let mut out = Vec::new();
         if self.state == ConnState::Connecting {
             if !writable && !readable {
@@ -233,71 +284,76 @@ impl<K> Conn<K> {
                 Err(e) => return Err(e),
             }
             let _ = stream.set_nodelay(true);
-            log::debug!(
-                "connected to node {} at {}:{}",
-                self.node_id,
-                self.host,
-                self.port
-            );
+            log::debug!("connected to {} ({})", self.route, self.host);
             self.state = ConnState::Negotiating;
-            self.send_api_versions(api_versions_kind(), deadline);
+            self.send_api_versions(deadline);
         }
         if writable || !self.out.is_empty() {
             self.flush()?;
         }
         if readable {
-            self.read_frames(&mut out)?;
+            self.read_frames(&mut out, deadline)?;
         }
         self.update_interest(registry)?;
         Ok(out)
     }
 
-    fn send_api_versions(&mut self, kind: K, deadline: Instant) {
+    fn send_api_versions(&mut self, deadline: Instant) {
         let v = self.api_versions_version;
         let req = ApiVersionsRequest {
             client_software_name: "kafka-consumer-rs".into(),
             client_software_version: env!("CARGO_PKG_VERSION").into(),
         };
-        self.send(&req, v, kind, deadline);
+        let t = frame::version_of::<ApiVersionsRequest>(v);
+        let mut w = crate::protocol::wire::Writer::new();
+        crate::protocol::message::Wire::write(&req, &mut w, t);
+        self.queue(
+            ApiVersionsRequest::KEY,
+            v,
+            t.flexible,
+            &w.into_inner(),
+            None,
+            deadline,
+        );
     }
 
-    /// Applies an ApiVersions answer. `Ok(true)` when the connection became ready,
-    /// `Ok(false)` when it retried with an older version.
-    pub fn handle_api_versions(
+    /// Applies an ApiVersions answer: the versions when the connection became ready, `None`
+    /// when it retried with an older ApiVersions version.
+    fn handle_api_versions(
         &mut self,
         body: &[u8],
         version: i16,
-        kind: K,
         deadline: Instant,
-    ) -> Result<bool, String> {
+    ) -> io::Result<Option<Versions>> {
         match decode_response::<ApiVersionsRequest>(body, version) {
             Ok(resp) if resp.error_code == 0 => {
-                self.versions = resp
-                    .api_keys
-                    .iter()
-                    .map(|k| (k.api_key, (k.min_version, k.max_version)))
-                    .collect();
                 self.state = ConnState::Ready;
-                self.failures = 0;
-                log::debug!("node {} ready ({} APIs)", self.node_id, self.versions.len());
-                Ok(true)
+                log::debug!("{} ready ({} APIs)", self.route, resp.api_keys.len());
+                Ok(Some(Versions::new(
+                    resp.api_keys
+                        .iter()
+                        .map(|k| (k.api_key, k.min_version, k.max_version)),
+                )))
             }
             Ok(resp) if ErrorCode::from_code(resp.error_code) != ErrorCode::UNSUPPORTED_VERSION => {
-                Err(format!(
+                Err(io::Error::other(format!(
                     "ApiVersions failed: {}",
                     ErrorCode::from_code(resp.error_code)
-                ))
+                )))
             }
             _ => {
                 // UNSUPPORTED_VERSION (or an undecodable newer body): the broker answers with
                 // a v0 body listing its range; retry with the highest version it offers.
                 match api_versions::fallback_version(body) {
-                    Some(v) if v < version => {
+                    Some(v) if v < version && v >= 0 => {
                         self.api_versions_version = v;
-                        self.send_api_versions(kind, deadline);
-                        Ok(false)
+                        self.send_api_versions(deadline);
+                        Ok(None)
                     }
-                    _ => Err("ApiVersions: no common version".into()),
+                    _ => Err(io::Error::other(format!(
+                        "the broker speaks no ApiVersions version this client does (v0-v{})",
+                        ApiVersionsRequest::MAX_VERSION
+                    ))),
                 }
             }
         }
@@ -327,7 +383,7 @@ impl<K> Conn<K> {
 
     /// Flushes queued output and keeps WRITABLE interest only while output remains.
     pub fn flush_and_update(&mut self, registry: &Registry) -> io::Result<()> {
-        if self.state != ConnState::Connecting {
+        if matches!(self.state, ConnState::Negotiating | ConnState::Ready) {
             self.flush()?;
         }
         self.update_interest(registry)
@@ -349,7 +405,7 @@ impl<K> Conn<K> {
         Ok(())
     }
 
-    fn read_frames(&mut self, out: &mut Vec<ReadOutcome<K>>) -> io::Result<()> {
+    fn read_frames(&mut self, out: &mut Vec<Outcome>, deadline: Instant) -> io::Result<()> {
         loop {
             let stream = self.stream.as_mut().ok_or_else(not_connected)?;
             let res = if self.head_len < 4 {
@@ -362,7 +418,7 @@ impl<K> Conn<K> {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "broker closed the connection",
+                        "the broker closed the connection",
                     ))
                 }
                 Ok(n) if self.head_len < 4 => {
@@ -381,7 +437,7 @@ impl<K> Conn<K> {
                         // grows as bytes arrive, so a hostile length cannot make us
                         // allocate memory the broker never sends.
                         self.frame_len = len;
-                        self.body = self.pool.take();
+                        self.body = self.pool.take_for(len);
                         let first = len.min(self.body.len().max(INITIAL_FRAME_BUFFER));
                         if self.body.len() < first {
                             self.body.resize(first, 0);
@@ -400,7 +456,7 @@ impl<K> Conn<K> {
                             .frame(std::mem::take(&mut self.body), self.frame_len);
                         self.head_len = 0;
                         self.body_len = 0;
-                        self.complete(body, out)?;
+                        self.complete(body, out, deadline)?;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -410,27 +466,36 @@ impl<K> Conn<K> {
         }
     }
 
-    fn complete(&mut self, body: FrameBuf, out: &mut Vec<ReadOutcome<K>>) -> io::Result<()> {
+    fn complete(
+        &mut self,
+        body: FrameBuf,
+        out: &mut Vec<Outcome>,
+        deadline: Instant,
+    ) -> io::Result<()> {
         let corr = frame::correlation_id(&body)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-        match self.in_flight.remove(&corr) {
-            Some(in_flight) => {
-                log::trace!(
-                    "node {} <- api {} corr {} ({} bytes)",
-                    self.node_id,
-                    in_flight.api_key,
-                    corr,
-                    body.len()
-                );
-                out.push(ReadOutcome::Response { in_flight, body });
-                Ok(())
-            }
+        let Some(in_flight) = self.in_flight.remove(&corr) else {
             // Kafka answers in order on a connection; an unknown id means we lost sync.
-            None => Err(io::Error::new(
+            return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("response with unknown correlation id {corr}"),
-            )),
+            ));
+        };
+        log::trace!(
+            "{} <- api {} corr {corr} ({} bytes)",
+            self.route,
+            in_flight.api_key,
+            body.len()
+        );
+        match in_flight.tag {
+            Some(_) => out.push(Outcome::Response { in_flight, body }),
+            None => {
+                if let Some(v) = self.handle_api_versions(&body, in_flight.version, deadline)? {
+                    out.push(Outcome::Ready(v));
+                }
+            }
         }
+        Ok(())
     }
 
     /// The earliest deadline among in-flight requests.

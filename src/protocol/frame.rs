@@ -25,15 +25,36 @@ pub fn version_of<A: Api>(v: i16) -> Version {
 pub fn encode_request<A: Api>(req: &A, v: i16, correlation_id: i32, client_id: &str) -> Vec<u8> {
     let ver = version_of::<A>(v);
     let mut w = Writer::with_capacity(64);
+    req.write(&mut w, ver);
+    encode_request_frame(
+        A::KEY,
+        v,
+        ver.flexible,
+        correlation_id,
+        client_id,
+        &w.into_inner(),
+    )
+}
+
+/// Frames an already encoded request body: size prefix, header (v2 when `flexible`), body.
+pub fn encode_request_frame(
+    api_key: i16,
+    version: i16,
+    flexible: bool,
+    correlation_id: i32,
+    client_id: &str,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut w = Writer::with_capacity(16 + client_id.len() + body.len());
     let size_at = w.reserve_i32();
-    w.i16(A::KEY);
-    w.i16(v);
+    w.i16(api_key);
+    w.i16(version);
     w.i32(correlation_id);
     w.nullable_string(Some(client_id), false);
-    if ver.flexible {
+    if flexible {
         w.empty_tagged_fields();
     }
-    req.write(&mut w, ver);
+    w.raw(body);
     let size = (w.len() - 4) as i32;
     w.patch_i32(size_at, size);
     w.into_inner()
@@ -65,7 +86,7 @@ pub fn decode_response<A: Api>(body: &[u8], v: i16) -> Result<A::Response, Decod
     let ver = version_of::<A>(v);
     let mut r = Reader::new(body);
     r.i32().map_err(|e| e.context("response header"))?;
-    if ver.flexible && A::KEY != super::api::api_versions::ApiVersionsRequest::KEY {
+    if ver.flexible && A::TAGGED_RESPONSE_HEADER {
         r.skip_tagged_fields()
             .map_err(|e| e.context("response header"))?;
     }
@@ -81,7 +102,7 @@ pub fn encode_response<A: Api>(resp: &A::Response, v: i16, correlation_id: i32) 
     let mut w = Writer::new();
     let size_at = w.reserve_i32();
     w.i32(correlation_id);
-    if ver.flexible && A::KEY != super::api::api_versions::ApiVersionsRequest::KEY {
+    if ver.flexible && A::TAGGED_RESPONSE_HEADER {
         w.empty_tagged_fields();
     }
     resp.write(&mut w, ver);

@@ -1,6 +1,6 @@
 //! Message layouts declared once, as data.
 //!
-//! [`wire_struct!`](crate::wire_struct) declares a protocol structure field by field, each
+//! [`wire_struct!`](crate::protocol::wire_struct) declares a protocol structure field by field, each
 //! with the version range it exists in and its default. It generates the struct, its
 //! `Default`, and a [`Wire`] implementation that encodes and decodes exactly the fields of
 //! the negotiated version (compact encodings and a tagged-field section in flexible
@@ -209,8 +209,6 @@ impl<T: Wire> Wire for Option<Vec<T>> {
 /// Declares a protocol structure with per-field version ranges. See the module docs.
 ///
 /// Each field is `name: Type, since LO [, until HI] [, default EXPR];`.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! wire_struct {
     ($(
         $(#[$meta:meta])*
@@ -232,7 +230,7 @@ macro_rules! wire_struct {
             fn default() -> Self {
                 #[allow(unused_imports)]
                 use $crate::protocol::message::Wire as _;
-                $name { $( $field: $crate::wire_struct!(@default $ty $(, $def)?), )* }
+                $name { $( $field: $crate::protocol::wire_struct!(@default $ty $(, $def)?), )* }
             }
         }
 
@@ -272,12 +270,13 @@ macro_rules! wire_struct {
     (@default $ty:ty) => { <$ty as Default>::default() };
     (@default $ty:ty, $def:expr) => { $def };
 }
+pub(crate) use wire_struct;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    crate::wire_struct! {
+    crate::protocol::wire_struct! {
         struct Inner {
             a: i32, since 0;
             b: Option<String>, since 1, default Some("dflt".into());

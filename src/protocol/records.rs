@@ -1141,8 +1141,8 @@ fn varlong(buf: &[u8], p: &mut usize) -> Result<i64, DecodeError> {
     fast_varlong(buf, p).ok_or_else(|| varint_error(buf, *p, 10))
 }
 
-/// Builders of record batches for tests and benchmarks. Not part of the supported API.
-#[doc(hidden)]
+/// Builders of record batches for tests and the fuzz harness; not in normal builds.
+#[cfg(any(test, feature = "testing", feature = "fuzzing"))]
 pub mod testing {
     use super::{ATTR_CONTROL, ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, CRC_START};
     use crate::protocol::wire::Writer;

@@ -204,6 +204,7 @@ pub fn expected(i: u64, partitions: i32, value_size: usize) -> Expected {
 
 /// A consumer on the test broker with `auto.offset.reset=earliest` and a short API timeout.
 pub fn consumer(extra: &[(&str, &str)]) -> Consumer {
+    init_log();
     let mut cfg = ConsumerConfig::new(bootstrap())
         .client_id("it")
         .auto_offset_reset(OffsetReset::Earliest)
@@ -238,8 +239,8 @@ pub fn poll_until(
 /// The `seq` header of a record.
 pub fn seq(r: &kafka_consumer::Record<'_>) -> u64 {
     let h = r.headers().next().expect("seq header");
-    assert_eq!(h.key, "seq");
-    std::str::from_utf8(h.value.expect("seq value"))
+    assert_eq!(h.key(), b"seq");
+    std::str::from_utf8(h.value().expect("seq value"))
         .expect("utf8")
         .parse()
         .expect("number")
@@ -287,5 +288,34 @@ impl Drop for OwnBroker {
             cmd.env(k, v);
         }
         let _ = cmd.output();
+    }
+}
+
+/// Logs the library's `log` output to stderr when `TEST_LOG` names a level (e.g.
+/// `TEST_LOG=debug`), for debugging a test run.
+pub fn init_log() {
+    struct Stderr;
+    impl log::Log for Stderr {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            eprintln!(
+                "{:?} {} {}: {}",
+                std::time::SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() % 100_000),
+                r.level(),
+                r.target(),
+                r.args()
+            );
+        }
+        fn flush(&self) {}
+    }
+    static LOGGER: Stderr = Stderr;
+    if let Ok(level) = std::env::var("TEST_LOG") {
+        if log::set_logger(&LOGGER).is_ok() {
+            log::set_max_level(level.parse().unwrap_or(log::LevelFilter::Debug));
+        }
     }
 }

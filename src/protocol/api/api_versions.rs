@@ -5,7 +5,9 @@
 //! it offers ([`fallback_version`]). The response header is always v0.
 
 use super::Api;
-use crate::wire_struct;
+use crate::protocol::message::{Version, Wire};
+use crate::protocol::wire::Reader;
+use crate::protocol::wire_struct;
 
 wire_struct! {
     /// ApiVersions request.
@@ -35,13 +37,20 @@ impl Api for ApiVersionsRequest {
     const MIN_VERSION: i16 = 0;
     const MAX_VERSION: i16 = 3;
     const FLEXIBLE_FROM: i16 = 3;
+    const TAGGED_RESPONSE_HEADER: bool = false;
     type Response = ApiVersionsResponse;
 }
 
 /// After an UNSUPPORTED_VERSION answer, decodes its body as v0 and returns the highest
 /// ApiVersions version the broker offers (capped at ours), if it lists one.
 pub fn fallback_version(body: &[u8]) -> Option<i16> {
-    let resp = super::super::frame::decode_response::<ApiVersionsRequest>(body, 0).ok()?;
+    let mut r = Reader::new(body);
+    r.i32().ok()?; // correlation id (response header v0)
+    let v0 = Version {
+        v: 0,
+        flexible: false,
+    };
+    let resp = ApiVersionsResponse::read(&mut r, v0).ok()?;
     resp.api_keys
         .iter()
         .find(|k| k.api_key == ApiVersionsRequest::KEY)

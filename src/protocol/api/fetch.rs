@@ -14,7 +14,7 @@
 
 use super::Api;
 use crate::protocol::message::{RecordsRef, Uuid};
-use crate::wire_struct;
+use crate::protocol::wire_struct;
 
 wire_struct! {
     /// Fetch request.

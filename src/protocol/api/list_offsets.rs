@@ -7,7 +7,7 @@
 //! timestamps ([`min_version`]). v10 adds `timeout_ms` (KIP-1075).
 
 use super::Api;
-use crate::wire_struct;
+use crate::protocol::wire_struct;
 
 /// Timestamp asking for the offset after the last record (the log end; v1+).
 pub const LATEST: i64 = -1;

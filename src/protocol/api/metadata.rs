@@ -11,7 +11,7 @@
 
 use super::Api;
 use crate::protocol::message::Uuid;
-use crate::wire_struct;
+use crate::protocol::wire_struct;
 
 /// The value of the `*_authorized_operations` fields when they were not requested.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

@@ -1,5 +1,5 @@
 //! One module per API. Each declares its request and response layouts once, with the
-//! version range of every field (see [`wire_struct!`](crate::wire_struct)), and implements
+//! version range of every field (see [`wire_struct!`](crate::protocol::wire_struct)), and implements
 //! [`Api`] for its request type.
 //!
 //! Struct names follow the Kafka JSON schemas (`clients/src/main/resources/common/message/`),
@@ -24,6 +24,9 @@ pub trait Api: Wire {
     const MAX_VERSION: i16;
     /// First flexible version (KIP-482).
     const FLEXIBLE_FROM: i16;
+    /// Whether flexible versions use response header v1 (with tagged fields). Every API
+    /// does except ApiVersions, whose response header is always v0.
+    const TAGGED_RESPONSE_HEADER: bool = true;
     /// The response type.
     type Response: Wire;
 }

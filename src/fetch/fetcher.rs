@@ -1,0 +1,1148 @@
+//! The fetcher: the position, pause and reset state of every assigned partition, fetch
+//! planning (one fetch in flight per broker, fetch sessions, the byte budget, rotation for
+//! fairness, preferred read replicas), position resets with ListOffsets, and the policy for
+//! every error a fetch can answer. Sans-IO: time is a parameter; requests go out as
+//! [`Transmit`]s and records come out as [`FetchEvent`]s.
+//!
+//! A partition's position:
+//!
+//! ```text
+//!   assign/seek ──▶ AwaitCommitted ──committed offset──▶ At{offset} ◀──────────┐
+//!       │               │ none committed                  │  │ fetch answers  │
+//!       │               ▼                                 │  └────────────────┘
+//!       └──────────▶ Reset{ts} ──ListOffsets answer──────▶┘
+//!                       ▲                                 │ OFFSET_OUT_OF_RANGE
+//!                       └──── auto.offset.reset ──────────┤
+//!                                              none ──▶ Stuck (until the user seeks)
+//! ```
+//!
+//! Invariants:
+//! 1. At most one Fetch is in flight per broker, and a partition is in at most one request
+//!    (fetch or reset) at a time.
+//! 2. An answer is applied to a partition only if the partition's position epoch and
+//!    position are still those the request was made for; anything else is stale and only
+//!    releases the partition for the next request.
+//! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched. Every
+//!    retry path (partition errors, answers that do not move the position, failed resets,
+//!    session errors) waits a backoff that grows with consecutive failures.
+//! 4. The bytes requested by fetches in flight plus the bytes held for the application
+//!    never exceed `fetch.buffer.bytes` (a response may overshoot by what the broker must
+//!    return whole, KIP-74); a partition whose next batch does not fit waits until the
+//!    application frees memory, and is not fetched again before that.
+//! 5. [`Fetcher::poll_timeout`] only returns future instants, and only for partitions that
+//!    will be fetchable then.
+//! 6. Records fetched under an older position epoch never leave the fetcher as current:
+//!    every event carries the epoch it was made under.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::{Backoff, Jitter, Retry};
+use crate::buffer::{Budget, FrameBuf};
+use crate::cluster::{Cluster, Interest, Leader};
+use crate::config::OffsetReset;
+use crate::error::{Error, ErrorKind};
+use crate::fetch::chunk::{build_chunk, Chunk, FetchedFrame, PartitionInput, Stop};
+use crate::fetch::offsets::{self, Query, Unsendable};
+use crate::fetch::session::{FetchSession, WantedPartition};
+use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
+use crate::protocol::api::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic,
+};
+use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::frame::decode_response;
+use crate::types::{LeaderEpoch, NodeId, PositionEpoch, TopicPartition};
+
+/// Consecutive answers that do not move a partition's position before it is reported.
+const STALLS_BEFORE_REPORT: u32 = 4;
+
+/// Where a partition's position is to come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SeekTo {
+    /// This offset.
+    Offset(i64),
+    /// The first offset of the log.
+    Beginning,
+    /// The end of the log (the last stable offset under read_committed).
+    End,
+    /// The group's committed offset if there is a group, else `auto.offset.reset`.
+    Default,
+}
+
+/// What the fetcher needs from the configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct FetchConfig {
+    pub auto_offset_reset: OffsetReset,
+    /// The wire isolation level: 0 read_uncommitted, 1 read_committed.
+    pub isolation_level: i8,
+    pub check_crcs: bool,
+    pub fetch_min_bytes: i32,
+    pub fetch_max_bytes: i32,
+    pub fetch_max_wait: Duration,
+    pub max_partition_fetch_bytes: i32,
+    pub request_timeout: Duration,
+    pub retry_backoff: Backoff,
+    pub client_rack: String,
+    /// How long a preferred read replica is followed before asking the leader again.
+    pub replica_lease: Duration,
+    /// Whether a group id is configured: unpositioned partitions ask for committed offsets.
+    pub use_committed: bool,
+}
+
+/// What the fetcher hands to the application side.
+#[derive(Debug)]
+pub(crate) enum FetchEvent {
+    /// Records (or just a position move) for one partition.
+    Chunk(Chunk),
+    /// An error for `poll` to return; `epoch` ties a partition error to a position epoch.
+    Error(Error, Option<PositionEpoch>),
+    /// A partition's end offset changed (for lag).
+    End {
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        end_offset: i64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Position {
+    /// Fetch from `offset`; `leader_epoch` is that of the last record read (-1 unknown).
+    At {
+        offset: i64,
+        leader_epoch: LeaderEpoch,
+    },
+    /// Find the position with ListOffsets at `timestamp` (`from`: the position before, if
+    /// any, so the application sees the move as continuous).
+    Reset { timestamp: i64, from: Option<i64> },
+    /// Waiting to be handed to the group for its committed offset.
+    AwaitCommitted,
+    /// The committed offset was asked for.
+    CommittedRequested,
+    /// No position and no way to find one: the application must seek.
+    Stuck,
+}
+
+#[derive(Debug)]
+struct Part {
+    epoch: PositionEpoch,
+    position: Position,
+    paused: bool,
+    /// The request (fetch or reset) this partition is in.
+    in_flight: Option<u64>,
+    retry: Retry,
+    not_before: Option<Instant>,
+    /// Waiting for the application to free memory: the budget's release count then.
+    waiting_for_room: Option<u64>,
+    /// Its next batch did not fit beside the rest of a response: fetch it on its own.
+    solo: bool,
+    /// KIP-392: fetch from this replica until the lease ends.
+    replica: Option<(NodeId, Instant)>,
+    end_offset: i64,
+    /// The missing-topic error last reported, so it is reported once.
+    missing: Option<ErrorCode>,
+}
+
+impl Part {
+    fn new(epoch: PositionEpoch, position: Position) -> Part {
+        Part {
+            epoch,
+            position,
+            paused: false,
+            in_flight: None,
+            retry: Retry::default(),
+            not_before: None,
+            waiting_for_room: None,
+            solo: false,
+            replica: None,
+            end_offset: -1,
+            missing: None,
+        }
+    }
+
+    fn backoff(&mut self, now: Instant, policy: &Backoff, jitter: &mut dyn Jitter) {
+        let d = self.retry.failed(policy, jitter);
+        self.not_before = Some(now + d);
+    }
+}
+
+#[derive(Debug)]
+enum Sent {
+    Fetch {
+        node: NodeId,
+        route: Route,
+        parts: Vec<(TopicPartition, PositionEpoch, i64)>,
+        reserved: usize,
+        /// One partition asked for one batch.
+        solo: bool,
+    },
+    Reset {
+        route: Route,
+        parts: Vec<(TopicPartition, PositionEpoch, i64)>,
+    },
+}
+
+/// The fetcher. See the module documentation.
+pub(crate) struct Fetcher {
+    cfg: FetchConfig,
+    parts: BTreeMap<TopicPartition, Part>,
+    sessions: HashMap<NodeId, FetchSession>,
+    /// Brokers with a fetch in flight.
+    fetching: HashMap<NodeId, u64>,
+    /// Broker-level backoff after top-level fetch errors.
+    node_backoff: HashMap<NodeId, (Retry, Instant)>,
+    sent: HashMap<u64, Sent>,
+    rotation: HashMap<NodeId, usize>,
+    queue: VecDeque<Transmit>,
+    events: VecDeque<FetchEvent>,
+    budget: Arc<Budget>,
+    /// Bytes the fetches in flight may bring.
+    reserved: usize,
+    jitter: Box<dyn Jitter + Send>,
+    next_id: u64,
+    /// Brokers already reported as speaking no Fetch (or ListOffsets) version we do.
+    unsupported: HashMap<NodeId, String>,
+}
+
+impl Fetcher {
+    /// A fetcher with nothing assigned.
+    pub fn new(cfg: FetchConfig, budget: Arc<Budget>, jitter: Box<dyn Jitter + Send>) -> Fetcher {
+        Fetcher {
+            cfg,
+            parts: BTreeMap::new(),
+            sessions: HashMap::new(),
+            fetching: HashMap::new(),
+            node_backoff: HashMap::new(),
+            sent: HashMap::new(),
+            rotation: HashMap::new(),
+            queue: VecDeque::new(),
+            events: VecDeque::new(),
+            budget,
+            reserved: 0,
+            jitter,
+            next_id: 1,
+            unsupported: HashMap::new(),
+        }
+    }
+
+    // ----- commands ----------------------------------------------------------------------
+
+    /// The position a seek target starts from.
+    fn start(&mut self, tp: &TopicPartition, epoch: PositionEpoch, to: SeekTo) -> Position {
+        match to {
+            SeekTo::Offset(o) => Position::At {
+                offset: o,
+                leader_epoch: LeaderEpoch::UNKNOWN,
+            },
+            SeekTo::Beginning => Position::Reset {
+                timestamp: list_offsets::EARLIEST,
+                from: None,
+            },
+            SeekTo::End => Position::Reset {
+                timestamp: list_offsets::LATEST,
+                from: None,
+            },
+            SeekTo::Default if self.cfg.use_committed => Position::AwaitCommitted,
+            SeekTo::Default => self.default_reset(tp, epoch, None, None),
+        }
+    }
+
+    /// `auto.offset.reset`: a reset, or (none) `Stuck` with an error for the application.
+    fn default_reset(
+        &mut self,
+        tp: &TopicPartition,
+        epoch: PositionEpoch,
+        from: Option<i64>,
+        why: Option<Error>,
+    ) -> Position {
+        let timestamp = match self.cfg.auto_offset_reset {
+            OffsetReset::Earliest => list_offsets::EARLIEST,
+            OffsetReset::Latest => list_offsets::LATEST,
+            _ => {
+                let e = why.unwrap_or_else(|| {
+                    Error::new(
+                        ErrorKind::NoOffset,
+                        format!("partition {tp} has no position and auto.offset.reset is none; seek first"),
+                    )
+                    .with_partition(tp.clone())
+                });
+                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                return Position::Stuck;
+            }
+        };
+        Position::Reset { timestamp, from }
+    }
+
+    /// Replaces the assignment. Partitions that stay with the same epoch keep their state.
+    pub fn assign(
+        &mut self,
+        list: Vec<(TopicPartition, PositionEpoch, SeekTo)>,
+        cluster: &mut Cluster,
+    ) {
+        let keep: std::collections::HashSet<&TopicPartition> =
+            list.iter().map(|(tp, _, _)| tp).collect();
+        self.parts.retain(|tp, _| keep.contains(tp));
+        for (tp, epoch, to) in list {
+            if self.parts.get(&tp).is_some_and(|p| p.epoch == epoch) {
+                continue;
+            }
+            let position = self.start(&tp, epoch, to);
+            self.parts.insert(tp, Part::new(epoch, position));
+        }
+        let topics: Vec<Arc<str>> = self
+            .parts
+            .keys()
+            .map(|tp| Arc::clone(tp.topic_arc()))
+            .collect();
+        cluster.set_interest(Interest::Assignment, topics);
+    }
+
+    /// Moves one partition's position (a seek, or a resume after a pause); keeps its pause
+    /// state unless `resume`.
+    pub fn seek(&mut self, tp: &TopicPartition, epoch: PositionEpoch, to: SeekTo, resume: bool) {
+        if !self.parts.contains_key(tp) {
+            return;
+        }
+        let position = self.start(tp, epoch, to);
+        if let Some(p) = self.parts.get_mut(tp) {
+            let paused = p.paused && !resume;
+            // An in-flight request stays accounted for; its answer is stale by epoch.
+            let in_flight = p.in_flight;
+            *p = Part::new(epoch, position);
+            p.paused = paused;
+            p.in_flight = in_flight;
+        }
+    }
+
+    /// Stops fetching these partitions.
+    pub fn pause(&mut self, tps: &[TopicPartition]) {
+        for tp in tps {
+            if let Some(p) = self.parts.get_mut(tp) {
+                p.paused = true;
+            }
+        }
+    }
+
+    /// Partitions waiting for their committed offset, now marked as asked for.
+    pub fn take_committed_wanted(&mut self, now: Instant) -> Vec<(TopicPartition, PositionEpoch)> {
+        let mut out = Vec::new();
+        for (tp, p) in &mut self.parts {
+            let waiting = p.not_before.is_some_and(|t| now < t);
+            if p.position == Position::AwaitCommitted && !p.paused && !waiting {
+                p.position = Position::CommittedRequested;
+                out.push((tp.clone(), p.epoch));
+            }
+        }
+        out
+    }
+
+    /// The committed offset of `tp` as the group knows it (`None`: nothing committed).
+    pub fn apply_committed(
+        &mut self,
+        tp: &TopicPartition,
+        epoch: PositionEpoch,
+        committed: Option<(i64, LeaderEpoch)>,
+    ) {
+        let Some(p) = self.parts.get(tp) else { return };
+        if p.epoch != epoch || p.position != Position::CommittedRequested {
+            return;
+        }
+        let position = match committed {
+            Some((offset, leader_epoch)) => Position::At {
+                offset,
+                leader_epoch,
+            },
+            None => self.default_reset(tp, epoch, None, None),
+        };
+        if let Some(p) = self.parts.get_mut(tp) {
+            p.position = position;
+        }
+    }
+
+    /// Fetching the committed offset of `tp` failed: ask again after a backoff.
+    pub fn committed_failed(&mut self, tp: &TopicPartition, epoch: PositionEpoch, now: Instant) {
+        let policy = self.cfg.retry_backoff;
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.epoch == epoch && p.position == Position::CommittedRequested {
+                p.position = Position::AwaitCommitted;
+                p.backoff(now, &policy, &mut *self.jitter);
+            }
+        }
+    }
+
+    // ----- planning ----------------------------------------------------------------------
+
+    /// The next request to send, if any.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        cluster: &mut Cluster,
+    ) -> Option<Transmit> {
+        if self.queue.is_empty() {
+            self.plan(now, links, cluster);
+        }
+        self.queue.pop_front()
+    }
+
+    fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
+        let releases = self.budget.releases();
+        let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
+        let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
+        let mut solos: BTreeMap<NodeId, TopicPartition> = BTreeMap::new();
+        let mut need_metadata = false;
+        for (tp, p) in self.parts.iter_mut() {
+            if p.paused || p.in_flight.is_some() || p.not_before.is_some_and(|t| now < t) {
+                continue;
+            }
+            if p.waiting_for_room.is_some_and(|r| r == releases) {
+                continue;
+            }
+            p.waiting_for_room = None;
+            if !matches!(p.position, Position::At { .. } | Position::Reset { .. }) {
+                continue;
+            }
+            let (leader, leader_epoch) = match cluster.leader(tp) {
+                Leader::Known(n, e) => {
+                    p.missing = None;
+                    (n, e)
+                }
+                Leader::Unknown => {
+                    need_metadata = true;
+                    continue;
+                }
+                Leader::Missing(code) => {
+                    if p.missing != Some(code) {
+                        p.missing = Some(code);
+                        let e = Error::broker(code, format!("partition {tp} is not available"))
+                            .with_partition(tp.clone());
+                        self.events.push_back(FetchEvent::Error(e, Some(p.epoch)));
+                    }
+                    // Keep asking (spaced by the cluster): the topic may be created.
+                    need_metadata = true;
+                    continue;
+                }
+            };
+            match p.position {
+                Position::Reset { timestamp, .. } => {
+                    resets.entry(leader).or_default().push((
+                        Query {
+                            tp: tp.clone(),
+                            timestamp,
+                            leader_epoch,
+                        },
+                        p.epoch,
+                    ));
+                }
+                Position::At { offset, .. } => {
+                    let node = match p.replica {
+                        Some((r, until)) if now < until && cluster.broker(r).is_some() => r,
+                        Some(_) => {
+                            p.replica = None;
+                            leader
+                        }
+                        None => leader,
+                    };
+                    if p.solo {
+                        solos.entry(node).or_insert_with(|| tp.clone());
+                    }
+                    fetches.entry(node).or_default().push((
+                        WantedPartition {
+                            tp: tp.clone(),
+                            topic_id: cluster.topic_id(tp.topic()),
+                            fetch_offset: offset,
+                            current_leader_epoch: leader_epoch.0,
+                            max_bytes: self.cfg.max_partition_fetch_bytes,
+                        },
+                        p.epoch,
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if need_metadata {
+            cluster.request_update();
+        }
+        for (node, list) in resets {
+            self.plan_reset(node, list, now, links);
+        }
+        if fetches.is_empty() {
+            return;
+        }
+        let mut room = self.budget.room().saturating_sub(self.reserved);
+        if room == 0 {
+            if self.reserved == 0 && !self.budget.starve() {
+                room = self.budget.room();
+            }
+            if room == 0 {
+                return;
+            }
+        }
+        for (node, mut wanted) in fetches {
+            if room == 0 {
+                break;
+            }
+            // A partition whose batch did not fit beside others goes alone, for one batch.
+            let solo = solos.get(&node);
+            if let Some(tp) = solo {
+                wanted.retain(|(w, _)| w.tp == *tp);
+            }
+            if self.fetching.contains_key(&node)
+                || self.node_backoff.get(&node).is_some_and(|(_, t)| now < *t)
+            {
+                continue;
+            }
+            let route = Route::node(node, Lane::Fetch);
+            let Some(versions) = links.ready(route, now) else {
+                continue;
+            };
+            let Some(v) = versions.pick::<FetchRequest>() else {
+                let msg = versions.unsupported::<FetchRequest>(route.peer);
+                self.report_unsupported(node, msg, &wanted);
+                continue;
+            };
+            // Half the room for the response, half for decoding it (decompression, the
+            // record index); a solo fetch asks for one batch (KIP-74 returns it whole).
+            let max_bytes = if solo.is_some() {
+                1
+            } else {
+                (self.cfg.fetch_max_bytes.max(1) as usize)
+                    .min(room / 2)
+                    .max(1)
+            };
+            room = room.saturating_sub(max_bytes * 2);
+            self.queue_fetch(node, route, v, wanted, max_bytes, solo.is_some());
+        }
+    }
+
+    fn report_unsupported<T>(&mut self, node: NodeId, msg: String, parts: &[(T, PositionEpoch)]) {
+        let _ = parts;
+        if self.unsupported.get(&node) != Some(&msg) {
+            log::error!("{msg}");
+            self.events
+                .push_back(FetchEvent::Error(Error::unsupported(msg.clone()), None));
+            self.unsupported.insert(node, msg);
+        }
+    }
+
+    fn plan_reset(
+        &mut self,
+        node: NodeId,
+        list: Vec<(Query, PositionEpoch)>,
+        now: Instant,
+        links: &mut Links,
+    ) {
+        let route = Route::node(node, Lane::Control);
+        let Some(versions) = links.ready(route, now) else {
+            return;
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let queries: Vec<Query> = list.iter().map(|(q, _)| q.clone()).collect();
+        let tag = Tag {
+            owner: Owner::Fetcher,
+            id,
+        };
+        match offsets::request(
+            route,
+            &versions,
+            &queries,
+            self.cfg.isolation_level,
+            tag,
+            self.cfg.request_timeout,
+        ) {
+            Ok(t) => {
+                for (q, _) in &list {
+                    if let Some(p) = self.parts.get_mut(&q.tp) {
+                        p.in_flight = Some(id);
+                    }
+                }
+                self.sent.insert(
+                    id,
+                    Sent::Reset {
+                        route,
+                        parts: list
+                            .into_iter()
+                            .map(|(q, e)| (q.tp, e, q.timestamp))
+                            .collect(),
+                    },
+                );
+                self.queue.push_back(t);
+            }
+            Err(Unsendable::NoVersion(msg) | Unsendable::TooOld(msg)) => {
+                self.report_unsupported(node, msg, &list);
+                let policy = self.cfg.retry_backoff;
+                for (q, _) in &list {
+                    if let Some(p) = self.parts.get_mut(&q.tp) {
+                        p.backoff(now, &policy, &mut *self.jitter);
+                    }
+                }
+            }
+        }
+    }
+
+    fn queue_fetch(
+        &mut self,
+        node: NodeId,
+        route: Route,
+        v: i16,
+        mut wanted: Vec<(WantedPartition, PositionEpoch)>,
+        max_bytes: usize,
+        solo: bool,
+    ) {
+        // Rotate for fairness: the broker fills partitions in request order.
+        let turn = self.rotation.entry(node).or_insert(0);
+        let n = wanted.len();
+        wanted.rotate_left(*turn % n);
+        *turn = turn.wrapping_add(1);
+        let ids_known = wanted.iter().all(|(w, _)| !w.topic_id.is_zero());
+        let v = if ids_known { v } else { v.min(12) };
+        let use_ids = v >= 13;
+        let id = self.next_id;
+        self.next_id += 1;
+        let parts: Vec<(TopicPartition, PositionEpoch, i64)> = wanted
+            .iter()
+            .map(|(w, e)| (w.tp.clone(), *e, w.fetch_offset))
+            .collect();
+        let session = self.sessions.entry(node).or_default();
+        let plan = session.plan(
+            wanted.into_iter().map(|(w, _)| w).collect(),
+            v >= 7,
+            use_ids,
+        );
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for w in &plan.partitions {
+            let part = FetchPartition {
+                partition: w.tp.partition(),
+                current_leader_epoch: w.current_leader_epoch,
+                fetch_offset: w.fetch_offset,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: w.max_bytes,
+            };
+            match topics.last_mut() {
+                Some(t) if t.topic == w.tp.topic() => t.partitions.push(part),
+                _ => topics.push(FetchTopic {
+                    topic: w.tp.topic().to_owned(),
+                    topic_id: w.topic_id,
+                    partitions: vec![part],
+                }),
+            }
+        }
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        for (tp, tid) in &plan.forgotten {
+            match forgotten.last_mut() {
+                Some(t) if t.topic == tp.topic() => t.partitions.push(tp.partition()),
+                _ => forgotten.push(ForgottenTopic {
+                    topic: tp.topic().to_owned(),
+                    topic_id: *tid,
+                    partitions: vec![tp.partition()],
+                }),
+            }
+        }
+        let req = FetchRequest {
+            replica_id: -1,
+            max_wait_ms: self.cfg.fetch_max_wait.as_millis().min(i32::MAX as u128) as i32,
+            min_bytes: self.cfg.fetch_min_bytes,
+            max_bytes: max_bytes.min(i32::MAX as usize) as i32,
+            isolation_level: self.cfg.isolation_level,
+            session_id: plan.session_id,
+            session_epoch: plan.session_epoch,
+            topics,
+            forgotten_topics_data: forgotten,
+            rack_id: self.cfg.client_rack.clone(),
+        };
+        let timeout = self.cfg.request_timeout + self.cfg.fetch_max_wait;
+        let tag = Tag {
+            owner: Owner::Fetcher,
+            id,
+        };
+        for (tp, _, _) in &parts {
+            if let Some(p) = self.parts.get_mut(tp) {
+                p.in_flight = Some(id);
+            }
+        }
+        self.reserved += max_bytes;
+        self.fetching.insert(node, id);
+        self.sent.insert(
+            id,
+            Sent::Fetch {
+                node,
+                route,
+                parts,
+                reserved: max_bytes,
+                solo,
+            },
+        );
+        self.queue
+            .push_back(Transmit::new(route, &req, v, tag, timeout));
+    }
+
+    // ----- answers -----------------------------------------------------------------------
+
+    /// Releases the partitions of request `id` and returns what it was.
+    fn release(&mut self, id: u64) -> Option<Sent> {
+        let sent = self.sent.remove(&id)?;
+        let parts = match &sent {
+            Sent::Fetch {
+                node,
+                parts,
+                reserved,
+                ..
+            } => {
+                self.reserved -= reserved;
+                self.fetching.remove(node);
+                parts
+            }
+            Sent::Reset { parts, .. } => parts,
+        };
+        for (tp, _, _) in parts {
+            if let Some(p) = self.parts.get_mut(tp) {
+                if p.in_flight == Some(id) {
+                    p.in_flight = None;
+                }
+            }
+        }
+        Some(sent)
+    }
+
+    /// Request `id` got no answer.
+    pub fn handle_failure(&mut self, id: u64, failure: &Failure, now: Instant) {
+        let Some(sent) = self.release(id) else { return };
+        log::debug!("fetcher request {id} failed: {failure}");
+        let policy = self.cfg.retry_backoff;
+        match sent {
+            Sent::Fetch { node, .. } => {
+                if let Some(s) = self.sessions.get_mut(&node) {
+                    s.disconnected();
+                }
+            }
+            Sent::Reset { parts, .. } => {
+                for (tp, epoch, _) in parts {
+                    if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
+                        p.backoff(now, &policy, &mut *self.jitter);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies the answer to request `id`.
+    pub fn handle_response(
+        &mut self,
+        id: u64,
+        version: i16,
+        body: FrameBuf,
+        now: Instant,
+        links: &mut Links,
+        cluster: &mut Cluster,
+    ) {
+        let Some(sent) = self.release(id) else { return };
+        match sent {
+            Sent::Fetch {
+                node,
+                route,
+                parts,
+                solo,
+                ..
+            } => self.on_fetch(node, route, parts, solo, version, body, now, links, cluster),
+            Sent::Reset { route, parts } => {
+                self.on_reset(route, parts, version, &body, now, links, cluster)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_fetch(
+        &mut self,
+        node: NodeId,
+        route: Route,
+        sent: Vec<(TopicPartition, PositionEpoch, i64)>,
+        solo: bool,
+        version: i16,
+        body: FrameBuf,
+        now: Instant,
+        links: &mut Links,
+        cluster: &mut Cluster,
+    ) {
+        let frame = Arc::new(FetchedFrame::new(body, &self.budget));
+        let resp: FetchResponse = match decode_response::<FetchRequest>(&frame, version) {
+            Ok(r) => r,
+            Err(e) => {
+                log::warn!("malformed Fetch response from {route}: {e}");
+                self.events.push_back(FetchEvent::Error(
+                    Error::decode(e, format!("malformed Fetch response from {route}")),
+                    None,
+                ));
+                if let Some(s) = self.sessions.get_mut(&node) {
+                    s.disconnected();
+                }
+                self.node_failed(node, now);
+                links.request_close(route, "malformed Fetch response");
+                return;
+            }
+        };
+        if resp.throttle_time_ms > 0 {
+            links.throttle(
+                route,
+                now + Duration::from_millis(resp.throttle_time_ms as u64),
+            );
+        }
+        let top = ErrorCode::from_code(resp.error_code);
+        if let Some(s) = self.sessions.get_mut(&node) {
+            s.handle_response(top, resp.session_id);
+        }
+        if top.is_err() {
+            log::warn!("fetch from {route} failed: {top}");
+            self.node_failed(node, now);
+            if !top.is_retriable() {
+                self.events.push_back(FetchEvent::Error(
+                    Error::broker(top, format!("fetch from {route} failed")),
+                    None,
+                ));
+            }
+            return;
+        }
+        self.node_backoff.remove(&node);
+        let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
+            sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
+        // Memory freed after this point lets a partition that did not fit try again.
+        let releases_before = self.budget.releases();
+        let mut need_metadata = false;
+        for t in &resp.responses {
+            let name: Arc<str> = if version >= 13 {
+                match cluster.topic_name(&t.topic_id) {
+                    Some(n) => Arc::clone(n),
+                    None => {
+                        need_metadata = true;
+                        continue;
+                    }
+                }
+            } else {
+                Arc::from(t.topic.as_str())
+            };
+            for pd in &t.partitions {
+                let tp = TopicPartition::new(Arc::clone(&name), pd.partition_index);
+                let Some(&(epoch, offset)) = sent.get(&tp) else {
+                    continue;
+                };
+                let Some(p) = self.parts.get_mut(&tp) else {
+                    continue;
+                };
+                let current = matches!(p.position, Position::At { offset: o, .. } if o == offset);
+                if p.epoch != epoch || !current {
+                    continue;
+                }
+                let from_replica = p.replica.is_some_and(|(r, _)| r == node);
+                let code = ErrorCode::from_code(pd.error_code);
+                let end = if self.cfg.isolation_level == 1 {
+                    pd.last_stable_offset
+                } else {
+                    pd.high_watermark
+                };
+                if code.is_err() && from_replica {
+                    // Any error from a follower: go back to the leader (KIP-392).
+                    log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
+                    p.replica = None;
+                    if code != ErrorCode::OFFSET_OUT_OF_RANGE {
+                        need_metadata |= code.needs_metadata_refresh();
+                        p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                    }
+                    continue;
+                }
+                match code {
+                    ErrorCode::None => {
+                        if end >= 0 && end != p.end_offset {
+                            p.end_offset = end;
+                            self.events.push_back(FetchEvent::End {
+                                tp: tp.clone(),
+                                epoch,
+                                end_offset: end,
+                            });
+                        }
+                        if pd.preferred_read_replica >= 0 && pd.preferred_read_replica != node.0 {
+                            let r = NodeId(pd.preferred_read_replica);
+                            log::debug!("partition {tp}: fetching from preferred replica {r}");
+                            p.replica = Some((r, now + self.cfg.replica_lease));
+                            if cluster.broker(r).is_none() {
+                                need_metadata = true;
+                            }
+                            continue;
+                        }
+                        if pd.records.len == 0 {
+                            p.retry.succeeded();
+                            continue;
+                        }
+                        let aborted = if self.cfg.isolation_level == 1 {
+                            Some(
+                                pd.aborted_transactions
+                                    .iter()
+                                    .flatten()
+                                    .map(|a| (a.producer_id, a.first_offset))
+                                    .collect(),
+                            )
+                        } else {
+                            None
+                        };
+                        let decoded = build_chunk(
+                            PartitionInput {
+                                tp: tp.clone(),
+                                epoch,
+                                fetch_offset: offset,
+                                end_offset: end,
+                                frame: &frame,
+                                records: (pd.records.start, pd.records.len),
+                                aborted,
+                                check_crcs: self.cfg.check_crcs,
+                            },
+                            &self.budget,
+                            frame.charged(),
+                        );
+                        let moved = decoded.chunk.is_some();
+                        if moved {
+                            p.solo = false;
+                        }
+                        if let Some(c) = decoded.chunk {
+                            p.position = Position::At {
+                                offset: c.next_offset,
+                                leader_epoch: if c.last_epoch.known().is_some() {
+                                    c.last_epoch
+                                } else {
+                                    match p.position {
+                                        Position::At { leader_epoch, .. } => leader_epoch,
+                                        _ => LeaderEpoch::UNKNOWN,
+                                    }
+                                },
+                            };
+                            self.events.push_back(FetchEvent::Chunk(c));
+                        }
+                        match decoded.stop {
+                            None if moved => p.retry.succeeded(),
+                            None => {
+                                // Data that holds no complete batch at or after the position:
+                                // a batch cut by the response limit (its turn comes with the
+                                // rotation) or a lying broker. Back off; say so if it lasts.
+                                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                                if p.retry.failures() == STALLS_BEFORE_REPORT {
+                                    let e = Error::new(
+                                        ErrorKind::Protocol,
+                                        format!(
+                                            "partition {tp}: {} fetch answers at offset {offset} held {} bytes but no complete record batch at or after it (is max.partition.fetch.bytes smaller than a batch?)",
+                                            STALLS_BEFORE_REPORT, decoded.bytes
+                                        ),
+                                    )
+                                    .with_partition(tp.clone())
+                                    .with_offset(offset);
+                                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                                }
+                            }
+                            Some(Stop::NoRoom {
+                                offset,
+                                alone: false,
+                                ..
+                            }) => {
+                                log::debug!("partition {tp}: batch at {offset} waits for memory");
+                                p.waiting_for_room = Some(releases_before);
+                                self.budget.wake_on_release();
+                            }
+                            Some(Stop::NoRoom {
+                                offset,
+                                alone: true,
+                                ..
+                            }) if !solo => {
+                                log::debug!("partition {tp}: batch at {offset} is fetched alone");
+                                p.solo = true;
+                            }
+                            Some(
+                                Stop::TooLarge { offset, skip_to }
+                                | Stop::NoRoom {
+                                    offset, skip_to, ..
+                                },
+                            ) => {
+                                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                                let e = Error::new(
+                                    ErrorKind::RecordTooLarge,
+                                    format!(
+                                        "partition {tp}: the record batch at offset {offset} needs more memory than fetch.buffer.bytes ({}) allows; raise it, or seek to {skip_to} to skip the batch",
+                                        self.budget.cap()
+                                    ),
+                                )
+                                .with_partition(tp.clone())
+                                .with_offset(offset);
+                                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                            }
+                            Some(Stop::Error {
+                                offset,
+                                skip_to,
+                                error,
+                            }) => {
+                                log::warn!("partition {tp} at offset {offset}: {error}");
+                                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                                let e = Error::records(error, &tp, offset, skip_to);
+                                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                            }
+                        }
+                    }
+                    ErrorCode::OFFSET_OUT_OF_RANGE => {
+                        let why = Error::broker(
+                            code,
+                            format!(
+                                "partition {tp}: offset {offset} is out of range (log start {}, end {}) and auto.offset.reset is none",
+                                pd.log_start_offset, pd.high_watermark
+                            ),
+                        )
+                        .with_partition(tp.clone())
+                        .with_offset(offset);
+                        log::info!("partition {tp}: offset {offset} out of range");
+                        let position = self.default_reset(&tp, epoch, Some(offset), Some(why));
+                        if let Some(p) = self.parts.get_mut(&tp) {
+                            p.position = position;
+                        }
+                    }
+                    c => {
+                        log::debug!("partition {tp}: fetch error {c}");
+                        p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                        if c.needs_metadata_refresh() {
+                            need_metadata = true;
+                        } else if !c.is_retriable() {
+                            let e = Error::broker(
+                                c,
+                                format!("fetching partition {tp} at offset {offset}"),
+                            )
+                            .with_partition(tp.clone())
+                            .with_offset(offset);
+                            self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                        }
+                    }
+                }
+            }
+        }
+        if need_metadata {
+            cluster.request_update();
+        }
+    }
+
+    fn node_failed(&mut self, node: NodeId, now: Instant) {
+        let policy = self.cfg.retry_backoff;
+        let (retry, until) = self
+            .node_backoff
+            .entry(node)
+            .or_insert_with(|| (Retry::default(), now));
+        *until = now + retry.failed(&policy, &mut *self.jitter);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_reset(
+        &mut self,
+        route: Route,
+        sent: Vec<(TopicPartition, PositionEpoch, i64)>,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        cluster: &mut Cluster,
+    ) {
+        let policy = self.cfg.retry_backoff;
+        let resp = match decode_response::<ListOffsetsRequest>(body, version) {
+            Ok(r) => r,
+            Err(e) => {
+                log::warn!("malformed ListOffsets response from {route}: {e}");
+                for (tp, epoch, _) in &sent {
+                    if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
+                        p.backoff(now, &policy, &mut *self.jitter);
+                    }
+                }
+                links.request_close(route, "malformed ListOffsets response");
+                return;
+            }
+        };
+        if resp.throttle_time_ms > 0 {
+            links.throttle(
+                route,
+                now + Duration::from_millis(resp.throttle_time_ms as u64),
+            );
+        }
+        let answers = offsets::answers(&resp);
+        for (tp, epoch, ts) in sent {
+            let Some(p) = self.parts.get_mut(&tp) else {
+                continue;
+            };
+            let from = match p.position {
+                Position::Reset { timestamp, from } if timestamp == ts && p.epoch == epoch => from,
+                _ => continue,
+            };
+            let a = offsets::answer_for(&answers, &tp);
+            if a.error.is_err() {
+                log::debug!("partition {tp}: ListOffsets error {}", a.error);
+                p.backoff(now, &policy, &mut *self.jitter);
+                if a.error.needs_metadata_refresh() {
+                    cluster.request_update();
+                } else if !a.error.is_retriable() && p.retry.failures() == 1 {
+                    let e = Error::broker(a.error, format!("resetting the position of {tp}"))
+                        .with_partition(tp.clone());
+                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                }
+                continue;
+            }
+            if a.offset < 0 {
+                // The broker has no answer for the log's start or end: a lying broker or one
+                // still loading. Back off, growing; say so once.
+                p.backoff(now, &policy, &mut *self.jitter);
+                if p.retry.failures() == STALLS_BEFORE_REPORT {
+                    let e = Error::new(
+                        ErrorKind::Protocol,
+                        format!(
+                            "partition {tp}: the broker answers the position lookup with offset {}",
+                            a.offset
+                        ),
+                    )
+                    .with_partition(tp.clone());
+                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                }
+                continue;
+            }
+            log::debug!("partition {tp}: position reset to {}", a.offset);
+            p.retry.succeeded();
+            p.position = Position::At {
+                offset: a.offset,
+                leader_epoch: a.leader_epoch,
+            };
+            self.events.push_back(FetchEvent::Chunk(Chunk::position(
+                tp,
+                epoch,
+                from.unwrap_or(a.offset),
+                a.offset,
+            )));
+        }
+    }
+
+    // ----- timers and events -----------------------------------------------------------
+
+    /// The next instant a partition or broker comes out of its backoff.
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let parts = self
+            .parts
+            .values()
+            .filter(|p| !p.paused && p.in_flight.is_none())
+            .filter(|p| {
+                matches!(
+                    p.position,
+                    Position::At { .. } | Position::Reset { .. } | Position::AwaitCommitted
+                )
+            })
+            .filter_map(|p| p.not_before);
+        let nodes = self.node_backoff.values().map(|(_, t)| *t);
+        parts.chain(nodes).filter(|t| *t > now).min()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<FetchEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether any partition is assigned.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+}
