@@ -70,11 +70,19 @@ error_codes! {
     BROKER_NOT_AVAILABLE = 8, false, "The broker is not available.";
     REPLICA_NOT_AVAILABLE = 9, true, "The replica is not available.";
     MESSAGE_TOO_LARGE = 10, false, "The message is larger than the broker accepts.";
+    OFFSET_METADATA_TOO_LARGE = 12, false, "The committed offset metadata is larger than the broker accepts.";
     NETWORK_EXCEPTION = 13, true, "The server disconnected before a response was received.";
     COORDINATOR_LOAD_IN_PROGRESS = 14, true, "The coordinator is loading.";
     COORDINATOR_NOT_AVAILABLE = 15, true, "The coordinator is not available.";
     NOT_COORDINATOR = 16, true, "This broker is not the coordinator.";
     INVALID_TOPIC_EXCEPTION = 17, false, "The topic name is invalid.";
+    ILLEGAL_GENERATION = 22, false, "The group generation id is not the current one.";
+    INCONSISTENT_GROUP_PROTOCOL = 23, false, "The member's protocols are incompatible with the group's (or empty).";
+    INVALID_GROUP_ID = 24, false, "The group id is invalid.";
+    UNKNOWN_MEMBER_ID = 25, false, "The coordinator does not know this member.";
+    INVALID_SESSION_TIMEOUT = 26, false, "The session timeout is outside the range the broker allows.";
+    REBALANCE_IN_PROGRESS = 27, false, "The group is rebalancing; the member must rejoin.";
+    INVALID_COMMIT_OFFSET_SIZE = 28, false, "The size of the offset commit data is invalid.";
     TOPIC_AUTHORIZATION_FAILED = 29, false, "Not authorized to access the topic.";
     GROUP_AUTHORIZATION_FAILED = 30, false, "Not authorized to access the group.";
     CLUSTER_AUTHORIZATION_FAILED = 31, false, "Not authorized for the cluster.";
@@ -82,17 +90,27 @@ error_codes! {
     INVALID_REQUEST = 42, false, "The broker rejected the request as malformed.";
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43, false, "The message format does not support this request.";
     KAFKA_STORAGE_ERROR = 56, true, "The broker hit a storage error.";
+    GROUP_ID_NOT_FOUND = 69, false, "The group does not exist.";
     FETCH_SESSION_ID_NOT_FOUND = 70, true, "The fetch session id is not known to the broker.";
     INVALID_FETCH_SESSION_EPOCH = 71, true, "The fetch session epoch is not the expected one.";
     FENCED_LEADER_EPOCH = 74, true, "The leader epoch in the request is older than the broker's.";
     UNKNOWN_LEADER_EPOCH = 75, true, "The leader epoch in the request is newer than the broker's.";
     UNSUPPORTED_COMPRESSION_TYPE = 76, false, "The requesting client does not support the compression type.";
     OFFSET_NOT_AVAILABLE = 78, true, "The leader's high watermark is not yet known.";
+    MEMBER_ID_REQUIRED = 79, false, "The member must rejoin with the member id the coordinator assigned.";
     PREFERRED_LEADER_NOT_AVAILABLE = 80, true, "The preferred leader is not available.";
+    GROUP_MAX_SIZE_REACHED = 81, false, "The group has reached its maximum size.";
+    FENCED_INSTANCE_ID = 82, false, "Another member with the same group.instance.id has registered.";
+    UNSTABLE_OFFSET_COMMIT = 88, true, "The partition has a pending transactional offset commit.";
     UNKNOWN_TOPIC_ID = 100, true, "The topic id is not known to the broker.";
     INCONSISTENT_TOPIC_ID = 103, true, "The topic id does not match the topic name.";
     FETCH_SESSION_TOPIC_ID_ERROR = 106, true, "The fetch session changed between name- and id-based topics.";
     OFFSET_MOVED_TO_TIERED_STORAGE = 109, false, "The offset is in tiered storage.";
+    FENCED_MEMBER_EPOCH = 110, false, "The member epoch is fenced; the member must abandon its partitions and rejoin.";
+    UNRELEASED_INSTANCE_ID = 111, false, "The instance id is still used by another member of the group.";
+    UNSUPPORTED_ASSIGNOR = 112, false, "The group does not support the assignor or its version range.";
+    STALE_MEMBER_EPOCH = 113, false, "The member epoch is stale; retry after the next heartbeat brings the current one.";
+    INVALID_REGULAR_EXPRESSION = 128, false, "The subscription regular expression is invalid.";
     REBOOTSTRAP_REQUIRED = 129, false, "The client must rebootstrap.";
 }
 
@@ -146,5 +164,54 @@ mod tests {
             ErrorCode::OFFSET_OUT_OF_RANGE.to_string(),
             "OFFSET_OUT_OF_RANGE (1)"
         );
+    }
+
+    #[test]
+    fn group_errors_carry_the_java_clients_retriable_flag() {
+        use ErrorCode::*;
+        let retriable = [
+            COORDINATOR_LOAD_IN_PROGRESS,
+            COORDINATOR_NOT_AVAILABLE,
+            NOT_COORDINATOR,
+            UNSTABLE_OFFSET_COMMIT,
+        ];
+        let fatal = [
+            OFFSET_METADATA_TOO_LARGE,
+            ILLEGAL_GENERATION,
+            INCONSISTENT_GROUP_PROTOCOL,
+            INVALID_GROUP_ID,
+            UNKNOWN_MEMBER_ID,
+            INVALID_SESSION_TIMEOUT,
+            REBALANCE_IN_PROGRESS,
+            INVALID_COMMIT_OFFSET_SIZE,
+            GROUP_AUTHORIZATION_FAILED,
+            GROUP_ID_NOT_FOUND,
+            MEMBER_ID_REQUIRED,
+            GROUP_MAX_SIZE_REACHED,
+            FENCED_INSTANCE_ID,
+            FENCED_MEMBER_EPOCH,
+            UNRELEASED_INSTANCE_ID,
+            UNSUPPORTED_ASSIGNOR,
+            STALE_MEMBER_EPOCH,
+            INVALID_REGULAR_EXPRESSION,
+        ];
+        for e in retriable {
+            assert!(e.is_retriable(), "{e}");
+        }
+        for e in fatal {
+            assert!(!e.is_retriable(), "{e}");
+        }
+        let codes: Vec<i16> = retriable.iter().chain(&fatal).map(|e| e.code()).collect();
+        assert_eq!(
+            codes,
+            [
+                14, 15, 16, 88, 12, 22, 23, 24, 25, 26, 27, 28, 30, 69, 79, 81, 82, 110, 111, 112,
+                113, 128
+            ]
+        );
+        for c in codes {
+            assert!(!matches!(ErrorCode::from_code(c), Other(_)), "{c}");
+        }
+        assert_eq!(STALE_MEMBER_EPOCH.to_string(), "STALE_MEMBER_EPOCH (113)");
     }
 }

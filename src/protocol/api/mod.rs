@@ -9,8 +9,11 @@ use super::message::Wire;
 
 pub mod api_versions;
 pub mod fetch;
+pub mod find_coordinator;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 
 /// A request type of one Kafka API.
 pub trait Api: Wire {
