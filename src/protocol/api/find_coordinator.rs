@@ -13,7 +13,7 @@
 
 use super::Api;
 use crate::protocol::wire::DecodeError;
-use crate::wire_struct;
+use crate::protocol::wire_struct;
 
 /// `key_type` of a consumer group (the only key type before v1).
 pub const KEY_TYPE_GROUP: i8 = 0;

@@ -13,7 +13,7 @@
 //! tagged fields.
 
 use super::Api;
-use crate::wire_struct;
+use crate::protocol::wire_struct;
 
 wire_struct! {
     /// OffsetCommit request.

@@ -24,7 +24,7 @@
 
 use super::Api;
 use crate::protocol::wire::DecodeError;
-use crate::wire_struct;
+use crate::protocol::wire_struct;
 
 /// The first version that batches groups (`groups` in request and response; KIP-709).
 pub const BATCHED_VERSION: i16 = 8;
