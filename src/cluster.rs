@@ -280,7 +280,7 @@ impl Cluster {
         if !self.refresh_due(now) {
             return None;
         }
-        let (route, versions) = self.pick_link(now, links)?;
+        let (route, versions) = self.control_link(now, links)?;
         let Some(v) = versions.pick::<MetadataRequest>() else {
             if self.reported.insert(route.peer) {
                 let msg = versions.unsupported::<MetadataRequest>(route.peer);
@@ -323,8 +323,9 @@ impl Cluster {
         ))
     }
 
-    /// A ready control link to ask, or `None` after wanting a few candidates.
-    fn pick_link(
+    /// A ready control link to any broker (the least loaded), or `None` after wanting a
+    /// few candidates so that the loop connects them.
+    pub fn control_link(
         &mut self,
         now: Instant,
         links: &mut Links,

@@ -11,7 +11,7 @@
 //!    [`ErrorKind::Closed`] error that says why.
 //! 4. Calls that change several partitions check them all before changing any.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,10 +22,11 @@ use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::chunk::Chunk;
 use crate::fetch::fetcher::SeekTo;
+use crate::group::commit::Committed;
 use crate::io::{self, Command, Event, IoHandle};
 use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
-use crate::types::{PositionEpoch, TopicPartition};
+use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
 /// How long [`Drop`] waits for the I/O thread to stop.
 const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,6 +39,35 @@ pub struct OffsetAndTimestamp {
     /// That record's timestamp.
     pub timestamp: i64,
 }
+
+/// An offset to commit, or one the group has committed: the offset of the next record to
+/// read, the leader epoch of the last record read (lets the next reader detect log
+/// truncation), and free-form metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetAndMetadata {
+    /// The offset of the next record to read.
+    pub offset: i64,
+    /// The leader epoch of the last record read, if known.
+    pub leader_epoch: Option<i32>,
+    /// Metadata stored with the offset (at most the broker's `offset.metadata.max.bytes`).
+    pub metadata: String,
+}
+
+impl OffsetAndMetadata {
+    /// An offset with no leader epoch and empty metadata.
+    pub fn new(offset: i64) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset,
+            leader_epoch: None,
+            metadata: String::new(),
+        }
+    }
+}
+
+/// Called with the result of an asynchronous commit, on the application's thread, during
+/// a later [`Consumer::poll`], [`Consumer::commit_sync`] or [`Consumer::close`].
+pub type CommitCallback =
+    Box<dyn FnOnce(&HashMap<TopicPartition, OffsetAndMetadata>, Result<()>) + Send>;
 
 /// One partition in [`Metrics`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +111,8 @@ struct UserPart {
     epoch: PositionEpoch,
     /// Offset of the next record `poll` will return; `None` until known.
     position: Option<i64>,
+    /// Leader epoch of the last record returned (for commits).
+    leader_epoch: Option<i32>,
     /// Where the position is to come from while it is not known yet.
     target: SeekTo,
     paused: bool,
@@ -166,6 +198,16 @@ pub struct Consumer {
     closed: bool,
     /// Why the I/O thread stopped, once it has.
     stopped: Option<Error>,
+    /// Asynchronous commits under way: what they commit and whom to tell.
+    async_commits: HashMap<
+        u64,
+        (
+            HashMap<TopicPartition, OffsetAndMetadata>,
+            Option<CommitCallback>,
+        ),
+    >,
+    /// Asynchronous commits that finished, in order, whose callbacks have not run yet.
+    commits_done: VecDeque<(u64, Result<()>)>,
 }
 
 /// `now + timeout`, or `None` (wait for ever) when that is beyond what `Instant` holds.
@@ -197,6 +239,8 @@ impl Consumer {
             next_request: 1,
             closed: false,
             stopped: None,
+            async_commits: HashMap::new(),
+            commits_done: VecDeque::new(),
         })
     }
 
@@ -249,6 +293,7 @@ impl Consumer {
                         UserPart {
                             epoch: e,
                             position: None,
+                            leader_epoch: None,
                             target: SeekTo::Default,
                             paused: false,
                             stuck: None,
@@ -298,6 +343,7 @@ impl Consumer {
         p.epoch = epoch;
         p.stuck = None;
         p.target = to;
+        p.leader_epoch = None;
         p.position = match to {
             SeekTo::Offset(o) => Some(o),
             _ => None,
@@ -456,6 +502,7 @@ impl Consumer {
                     self.errors.push_back(e);
                 }
             }
+            Event::CommitDone { id, result } => self.commits_done.push_back((id, result)),
             Event::Stopped(e) => {
                 self.stopped.get_or_insert(e);
             }
@@ -523,6 +570,7 @@ impl Consumer {
         let deadline = deadline_after(timeout);
         loop {
             self.drain();
+            self.run_commit_callbacks();
             self.check_open()?;
             let records = self.collect();
             if !records.is_empty() {
@@ -568,10 +616,15 @@ impl Consumer {
                 out.push(Arc::clone(chunk), *idx, *idx + take);
                 *idx += take;
                 n += take;
-                p.position = Some(chunk.records[*idx - 1].offset + 1);
+                let last = &chunk.records[*idx - 1];
+                p.position = Some(last.offset + 1);
+                p.leader_epoch = (last.leader_epoch >= 0).then_some(last.leader_epoch);
             }
             if *idx == chunk.records.len() {
                 p.position = Some(chunk.next_offset);
+                if let Some(e) = chunk.last_epoch.known() {
+                    p.leader_epoch = Some(e);
+                }
                 self.queue.pop_front();
             }
         }
@@ -726,6 +779,174 @@ impl Consumer {
             .collect())
     }
 
+    // ----- offsets and commits ------------------------------------------------------------
+
+    fn check_group(&self, what: &str) -> Result<()> {
+        if self.cfg.group_id.is_none() {
+            return Err(Error::config(format!("{what} needs a group.id")));
+        }
+        Ok(())
+    }
+
+    /// The consumed positions of the assigned partitions that have one: what
+    /// [`commit_sync`](Consumer::commit_sync) commits. Never past a record `poll` has not
+    /// returned.
+    pub fn consumed_offsets(&self) -> HashMap<TopicPartition, OffsetAndMetadata> {
+        self.parts
+            .iter()
+            .filter_map(|(tp, p)| {
+                p.position.map(|offset| {
+                    (
+                        tp.clone(),
+                        OffsetAndMetadata {
+                            offset,
+                            leader_epoch: p.leader_epoch,
+                            metadata: String::new(),
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn to_commit(
+        offsets: &HashMap<TopicPartition, OffsetAndMetadata>,
+    ) -> Result<BTreeMap<TopicPartition, Committed>> {
+        offsets
+            .iter()
+            .map(|(tp, o)| {
+                if o.offset < 0 {
+                    return Err(Error::config(format!(
+                        "cannot commit negative offset {} for {tp}",
+                        o.offset
+                    )));
+                }
+                Ok((
+                    tp.clone(),
+                    Committed {
+                        offset: o.offset,
+                        leader_epoch: LeaderEpoch(o.leader_epoch.unwrap_or(-1)),
+                        metadata: Some(o.metadata.clone()),
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Commits the consumed positions of every assigned partition (the offset after the
+    /// last record `poll` returned for it) to the group, and waits for the answer, up to
+    /// `default.api.timeout.ms`. Needs a `group.id`.
+    ///
+    /// In manual-assignment mode the consumer commits as a non-member (generation -1),
+    /// which the broker accepts while the group has no active members; otherwise the
+    /// commit fails with [`ErrorKind::CommitFailed`], saying so.
+    ///
+    /// Errors: [`ErrorKind::Config`] without a `group.id`; [`ErrorKind::CommitFailed`];
+    /// [`ErrorKind::Broker`] with the Kafka code for other refusals;
+    /// [`ErrorKind::Timeout`] naming the last problem; [`ErrorKind::Wakeup`].
+    pub fn commit_sync(&mut self) -> Result<()> {
+        let offsets = self.consumed_offsets();
+        self.commit_offsets_sync(&offsets)
+    }
+
+    /// Commits the given offsets (each the offset of the next record to read) and waits for
+    /// the answer, up to `default.api.timeout.ms`. The partitions need not be assigned.
+    /// Errors as for [`commit_sync`](Consumer::commit_sync).
+    pub fn commit_offsets_sync(
+        &mut self,
+        offsets: &HashMap<TopicPartition, OffsetAndMetadata>,
+    ) -> Result<()> {
+        self.check_group("commit_sync")?;
+        let offsets = Self::to_commit(offsets)?;
+        let r = self.ask("committing offsets", |id, deadline, reply| {
+            Command::Commit {
+                id,
+                offsets,
+                deadline,
+                reply: Some(reply),
+            }
+        });
+        self.drain();
+        self.run_commit_callbacks();
+        r
+    }
+
+    /// Commits the consumed positions of every assigned partition without waiting. The
+    /// result goes to `callback` (if any), on this thread, during a later `poll`,
+    /// `commit_sync` or `close`; commits are applied in the order they were made.
+    pub fn commit_async(&mut self, callback: Option<CommitCallback>) -> Result<()> {
+        let offsets = self.consumed_offsets();
+        self.commit_offsets_async(offsets, callback)
+    }
+
+    /// Commits the given offsets without waiting; see [`commit_async`](Consumer::commit_async).
+    pub fn commit_offsets_async(
+        &mut self,
+        offsets: HashMap<TopicPartition, OffsetAndMetadata>,
+        callback: Option<CommitCallback>,
+    ) -> Result<()> {
+        self.check_open()?;
+        self.check_group("commit_async")?;
+        let to_commit = Self::to_commit(&offsets)?;
+        let id = self.next_request;
+        self.next_request += 1;
+        let deadline = deadline_after(self.cfg.default_api_timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        self.async_commits.insert(id, (offsets, callback));
+        self.send(Command::Commit {
+            id,
+            offsets: to_commit,
+            deadline,
+            reply: None,
+        })
+    }
+
+    /// Runs the callbacks of asynchronous commits that finished.
+    fn run_commit_callbacks(&mut self) {
+        while let Some((id, result)) = self.commits_done.pop_front() {
+            let Some((offsets, callback)) = self.async_commits.remove(&id) else {
+                continue;
+            };
+            match callback {
+                Some(cb) => cb(&offsets, result),
+                None => {
+                    if let Err(e) = result {
+                        log::warn!("asynchronous commit failed: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The offsets the group has committed for these partitions (`None`: nothing
+    /// committed). Blocks up to `default.api.timeout.ms`. Needs a `group.id`; the
+    /// partitions need not be assigned.
+    pub fn committed(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
+        self.check_group("committed")?;
+        let partitions = partitions.to_vec();
+        let r = self.ask("reading committed offsets", |id, deadline, reply| {
+            Command::Committed {
+                id,
+                partitions,
+                deadline,
+                reply,
+            }
+        })?;
+        Ok(r.into_iter()
+            .map(|(tp, c)| {
+                let c = c.map(|c| OffsetAndMetadata {
+                    offset: c.offset,
+                    leader_epoch: c.leader_epoch.known(),
+                    metadata: c.metadata.unwrap_or_default(),
+                });
+                (tp, c)
+            })
+            .collect())
+    }
+
     /// A snapshot of the prefetch buffers and of each assigned partition's position, end
     /// and lag.
     pub fn metrics(&mut self) -> Metrics {
@@ -791,6 +1012,8 @@ impl Consumer {
         }
         self.closed = true;
         self.queue.clear();
+        self.drain();
+        self.run_commit_callbacks();
         self.io.shutdown(timeout)
     }
 

@@ -48,6 +48,10 @@ pub enum ErrorKind {
     NoOffset,
     /// The topic or partition does not exist.
     UnknownTopicOrPartition,
+    /// The group refused a commit for good (for example: a consumer with manually
+    /// assigned partitions committed to a group that has active members). The message
+    /// says what to do.
+    CommitFailed,
     /// The partition is not assigned to this consumer.
     NotAssigned,
     /// An operating-system I/O error (for example the I/O thread could not start).
@@ -170,6 +174,10 @@ impl Error {
     pub(crate) fn with_partition(mut self, tp: TopicPartition) -> Error {
         self.0.partition = Some(tp);
         self
+    }
+
+    pub(crate) fn set_kind(&mut self, kind: ErrorKind) {
+        self.0.kind = kind;
     }
 
     pub(crate) fn with_offset(mut self, offset: i64) -> Error {

@@ -31,6 +31,7 @@ mod config;
 mod consumer;
 mod error;
 mod fetch;
+mod group;
 mod io;
 mod link;
 // With `testing`, the wire format is reachable from the crate's own tests (see below).

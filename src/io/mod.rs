@@ -26,7 +26,7 @@
 mod conn;
 mod resolve;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -46,6 +46,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::chunk::Chunk;
 use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher, SeekTo};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
+use crate::group::commit::{CommitConfig, CommitEvent, Commits, Committed, CommittedResult};
+use crate::group::coordinator::Coordinator;
 use crate::link::{Failure, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::{PositionEpoch, TopicPartition};
 
@@ -79,6 +81,21 @@ pub(crate) enum Command {
         deadline: Instant,
         reply: Sender<Result<Vec<TopicPartition>>>,
     },
+    /// Commit these offsets to the group; answered on `reply`, or as an
+    /// [`Event::CommitDone`] when there is none (an asynchronous commit).
+    Commit {
+        id: u64,
+        offsets: BTreeMap<TopicPartition, Committed>,
+        deadline: Instant,
+        reply: Option<Sender<Result<()>>>,
+    },
+    /// The group's committed offsets of these partitions.
+    Committed {
+        id: u64,
+        partitions: Vec<TopicPartition>,
+        deadline: Instant,
+        reply: Sender<CommittedResult>,
+    },
     /// The caller of request `id` stopped waiting (woken up).
     Cancel(u64),
     /// Panic on the I/O thread (tests of the panic path only).
@@ -100,6 +117,8 @@ pub(crate) enum Event {
         epoch: PositionEpoch,
         end_offset: i64,
     },
+    /// Asynchronous commit `id` finished.
+    CommitDone { id: u64, result: Result<()> },
     /// The I/O thread stopped for good (an error or a panic); nothing will follow.
     Stopped(Error),
 }
@@ -208,6 +227,14 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
 struct Replies {
     lookups: HashMap<u64, Sender<LookupResult>>,
     partitions: HashMap<u64, Sender<Result<Vec<TopicPartition>>>>,
+    commits: HashMap<u64, Sender<Result<()>>>,
+    committed: HashMap<u64, Sender<CommittedResult>>,
+}
+
+/// The group's components, when a `group.id` is configured.
+struct Group {
+    coordinator: Coordinator,
+    commits: Commits,
 }
 
 struct IoLoop {
@@ -224,6 +251,7 @@ struct IoLoop {
     cluster: Cluster,
     fetcher: Fetcher,
     lookups: Lookups,
+    group: Option<Group>,
     replies: Replies,
     jitter: XorShift,
     bootstrap: Vec<(String, u16)>,
@@ -274,7 +302,7 @@ impl IoLoop {
                 retry_backoff: retry,
                 client_rack: cfg.client_rack.clone(),
                 replica_lease: cfg.metadata_max_age,
-                use_committed: false,
+                use_committed: cfg.group_id.is_some(),
             },
             Arc::clone(&budget),
             Box::new(XorShift::new(seed(1))),
@@ -287,6 +315,22 @@ impl IoLoop {
             },
             Box::new(XorShift::new(seed(2))),
         );
+        let group = cfg.group_id.as_deref().map(|id| Group {
+            coordinator: Coordinator::new(
+                id,
+                retry,
+                cfg.request_timeout,
+                Box::new(XorShift::new(seed(4))),
+            ),
+            commits: Commits::new(
+                CommitConfig {
+                    request_timeout: cfg.request_timeout,
+                    retry_backoff: retry,
+                    require_stable: cfg.isolation_level.wire() == 1,
+                },
+                Box::new(XorShift::new(seed(5))),
+            ),
+        });
         Ok(IoLoop {
             poll,
             cmd_rx,
@@ -304,6 +348,7 @@ impl IoLoop {
             cluster,
             fetcher,
             lookups,
+            group,
             replies: Replies::default(),
             jitter: XorShift::new(seed(3)),
             bootstrap,
@@ -382,11 +427,53 @@ impl IoLoop {
                 self.replies.partitions.insert(id, reply);
                 self.cluster.wait_for_topic(id, &topic, deadline);
             }
+            Command::Commit {
+                id,
+                offsets,
+                deadline,
+                reply,
+            } => match &mut self.group {
+                Some(g) => {
+                    if let Some(reply) = reply {
+                        self.replies.commits.insert(id, reply);
+                    }
+                    g.commits.commit(id, offsets, deadline);
+                }
+                None => {
+                    let e = Error::config("committing offsets needs a group.id");
+                    match reply {
+                        Some(r) => {
+                            let _ = r.send(Err(e));
+                        }
+                        None => {
+                            let _ = self.ev_tx.send(Event::CommitDone { id, result: Err(e) });
+                        }
+                    }
+                }
+            },
+            Command::Committed {
+                id,
+                partitions,
+                deadline,
+                reply,
+            } => match &mut self.group {
+                Some(g) => {
+                    self.replies.committed.insert(id, reply);
+                    g.commits.fetch(id, partitions, deadline);
+                }
+                None => {
+                    let _ = reply.send(Err(Error::config(
+                        "reading committed offsets needs a group.id",
+                    )));
+                }
+            },
             Command::Cancel(id) => {
                 if self.replies.lookups.remove(&id).is_some() {
                     self.lookups.cancel(id, &mut self.cluster);
                 }
                 self.replies.partitions.remove(&id);
+                self.replies.committed.remove(&id);
+                self.replies.commits.remove(&id);
             }
             #[cfg(any(test, feature = "testing"))]
             Command::Panic => panic!("injected by a test"),
@@ -399,7 +486,27 @@ impl IoLoop {
     /// Collects what every component wants to send, connects wanted links, and hands
     /// events to the user side.
     fn drive(&mut self, now: Instant) {
+        // What the last answers produced first: committed offsets position partitions the
+        // fetcher is about to plan.
+        self.forward_events(now);
         self.links.begin_round();
+        if let Some(g) = &mut self.group {
+            g.coordinator.begin_round();
+            g.commits
+                .fetch_positions(self.fetcher.take_committed_wanted(now));
+            while let Some(t) = g
+                .commits
+                .poll_transmit(now, &mut self.links, &mut g.coordinator)
+            {
+                Self::send_on(&mut self.conns, &mut self.links, t, now);
+            }
+            if let Some(t) = g
+                .coordinator
+                .poll_transmit(now, &mut self.links, &mut self.cluster)
+            {
+                self.send(t, now);
+            }
+        }
         while let Some(t) = self
             .lookups
             .poll_transmit(now, &mut self.links, &mut self.cluster)
@@ -432,24 +539,35 @@ impl IoLoop {
             let why = format!("write failed: {e}");
             self.close(route, &why, Failure::Disconnected(why.clone()), now);
         }
-        self.forward_events();
+        self.forward_events(now);
     }
 
     fn send(&mut self, t: Transmit, now: Instant) {
-        match self.conns.get_mut(&t.route) {
-            Some(c) if c.is_ready() => {
-                self.links.on_sent(t.route);
-                c.send(t, now);
-            }
-            _ => {
-                // The link said ready: this cannot happen; fail the request rather than lose it.
-                let why = format!("{} is not connected", t.route);
-                self.route_failure(t.tag, &Failure::Disconnected(why), now);
-            }
+        if let Err(t) = Self::send_on(&mut self.conns, &mut self.links, t, now) {
+            // The link said ready: this cannot happen; fail the request rather than lose it.
+            let why = format!("{} is not connected", t.route);
+            self.route_failure(t.tag, &Failure::Disconnected(why), now);
         }
     }
 
-    fn forward_events(&mut self) {
+    /// Queues `t` on its connection; gives it back if the connection is not ready.
+    fn send_on(
+        conns: &mut HashMap<Route, Conn>,
+        links: &mut Links,
+        t: Transmit,
+        now: Instant,
+    ) -> std::result::Result<(), Transmit> {
+        match conns.get_mut(&t.route) {
+            Some(c) if c.is_ready() => {
+                links.on_sent(t.route);
+                c.send(t, now);
+                Ok(())
+            }
+            _ => Err(t),
+        }
+    }
+
+    fn forward_events(&mut self, now: Instant) {
         while let Some(e) = self.fetcher.poll_event() {
             let ev = match e {
                 FetchEvent::Chunk(c) => Event::Chunk(c),
@@ -479,6 +597,35 @@ impl IoLoop {
                     }
                 }
                 ClusterEvent::Error(e) => {
+                    let _ = self.ev_tx.send(Event::Error(e, None));
+                }
+            }
+        }
+        let Some(g) = &mut self.group else { return };
+        while let Some(e) = g.commits.poll_event() {
+            match e {
+                CommitEvent::Committed { id, result } => match self.replies.commits.remove(&id) {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    None => {
+                        let _ = self.ev_tx.send(Event::CommitDone { id, result });
+                    }
+                },
+                CommitEvent::Offsets { id, result } => {
+                    if let Some(reply) = self.replies.committed.remove(&id) {
+                        let _ = reply.send(result);
+                    }
+                }
+                CommitEvent::Positions { found, failed } => {
+                    for (tp, epoch, c) in found {
+                        self.fetcher.apply_committed(&tp, epoch, c);
+                    }
+                    for (tp, epoch) in failed {
+                        self.fetcher.committed_failed(&tp, epoch, now);
+                    }
+                }
+                CommitEvent::Error(e) => {
                     let _ = self.ev_tx.send(Event::Error(e, None));
                 }
             }
@@ -513,7 +660,30 @@ impl IoLoop {
                 &mut self.links,
                 &mut self.cluster,
             ),
-            Owner::Coordinator | Owner::Commits => {}
+            Owner::Coordinator => {
+                if let Some(g) = &mut self.group {
+                    g.coordinator.handle_response(
+                        id,
+                        f.version,
+                        &body,
+                        now,
+                        &mut self.links,
+                        &mut self.cluster,
+                    );
+                }
+            }
+            Owner::Commits => {
+                if let Some(g) = &mut self.group {
+                    g.commits.handle_response(
+                        id,
+                        f.version,
+                        &body,
+                        now,
+                        &mut self.links,
+                        &mut g.coordinator,
+                    );
+                }
+            }
         }
     }
 
@@ -522,7 +692,17 @@ impl IoLoop {
             Owner::Cluster => self.cluster.handle_failure(tag.id, failure),
             Owner::Fetcher => self.fetcher.handle_failure(tag.id, failure, now),
             Owner::Lookups => self.lookups.handle_failure(tag.id, failure, now),
-            Owner::Coordinator | Owner::Commits => {}
+            Owner::Coordinator => {
+                if let Some(g) = &mut self.group {
+                    g.coordinator.handle_failure(tag.id, failure, now);
+                }
+            }
+            Owner::Commits => {
+                if let Some(g) = &mut self.group {
+                    g.commits
+                        .handle_failure(tag.id, failure, now, &mut g.coordinator);
+                }
+            }
         }
     }
 
@@ -683,6 +863,9 @@ impl IoLoop {
         self.cluster.handle_timeout(now, &self.links);
         self.lookups
             .handle_timeout(now, &self.links, &mut self.cluster);
+        if let Some(g) = &mut self.group {
+            g.commits.handle_timeout(now, &g.coordinator);
+        }
     }
 
     fn next_wakeup(&self, now: Instant) -> Option<Instant> {
@@ -699,6 +882,12 @@ impl IoLoop {
             self.fetcher.poll_timeout(now),
             self.lookups.poll_timeout(now),
             self.links.poll_timeout(now),
+            self.group
+                .as_ref()
+                .and_then(|g| g.coordinator.poll_timeout(now)),
+            self.group
+                .as_ref()
+                .and_then(|g| g.commits.poll_timeout(now)),
         ]
         .into_iter()
         .flatten()

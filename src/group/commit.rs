@@ -1,0 +1,729 @@
+//! Committing offsets and reading committed ones (OffsetCommit, OffsetFetch) on the group
+//! coordinator's own link. Sans-IO.
+//!
+//! Used by the application (`commit_sync`, `commit_async`, `committed`) and by the fetcher,
+//! which starts an unpositioned partition from its committed offset. In manual-assignment
+//! mode the consumer is not a group member: it commits as generation -1 with no member id,
+//! which the broker accepts while the group has no active members.
+//!
+//! ```text
+//!   queued ──coordinator known, link ready──▶ in flight ──answer──▶ done (event)
+//!     ▲                                          │ retriable error / no answer
+//!     └────────────── backoff (until the deadline) ──┘
+//! ```
+//!
+//! Invariants:
+//! 1. Commits go out one at a time, in the order they were made, and a failed one is
+//!    retried before any later one is sent: an older commit can never overwrite a newer one.
+//! 2. Every commit and every offset fetch for the application ends with exactly one event:
+//!    success, the first non-retriable error, or a timeout at its deadline that says what
+//!    went wrong last.
+//! 3. Retries back off with a growing delay; coordinator errors make the coordinator be
+//!    found again.
+//! 4. A committed-offset lookup for the fetcher never turns a failure into "nothing
+//!    committed": it reports the partitions as failed and the fetcher asks again.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::backoff::{Backoff, Jitter, Retry};
+use crate::error::{Error, ErrorKind, Result};
+use crate::group::coordinator::Coordinator;
+use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
+use crate::protocol::api::offset_commit::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use crate::protocol::api::offset_fetch::{OffsetFetchRequest, NO_OFFSET};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::frame::decode_response;
+use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
+
+/// An offset to commit, or one that was committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Committed {
+    pub offset: i64,
+    pub leader_epoch: LeaderEpoch,
+    pub metadata: Option<String>,
+}
+
+/// The answer to a committed-offsets lookup: per partition, the committed offset if any.
+pub(crate) type CommittedResult = Result<HashMap<TopicPartition, Option<Committed>>>;
+
+/// What the commit component has to tell.
+#[derive(Debug)]
+pub(crate) enum CommitEvent {
+    /// Commit `id` finished.
+    Committed { id: u64, result: Result<()> },
+    /// The application's committed-offsets lookup `id` finished.
+    Offsets { id: u64, result: CommittedResult },
+    /// Committed offsets for the fetcher (`None`: nothing committed), and the partitions
+    /// whose lookup failed (to be asked again after a backoff).
+    Positions {
+        found: Vec<(TopicPartition, PositionEpoch, Option<(i64, LeaderEpoch)>)>,
+        failed: Vec<(TopicPartition, PositionEpoch)>,
+    },
+    /// A problem the application should hear about (the fetcher's lookups have no caller).
+    Error(Error),
+}
+
+/// Who the commits come from: generation (or member epoch), member id, instance id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+}
+
+impl Identity {
+    /// A consumer outside the group (manual assignment).
+    pub fn outsider() -> Identity {
+        Identity {
+            generation: -1,
+            member_id: String::new(),
+            instance_id: None,
+        }
+    }
+}
+
+/// What the commit component needs from the configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct CommitConfig {
+    pub request_timeout: Duration,
+    pub retry_backoff: Backoff,
+    /// read_committed: offset fetches ask for stable offsets only (KIP-447).
+    pub require_stable: bool,
+}
+
+#[derive(Debug)]
+struct CommitJob {
+    id: u64,
+    offsets: BTreeMap<TopicPartition, Committed>,
+    deadline: Instant,
+    retry: Retry,
+    not_before: Option<Instant>,
+    in_flight: Option<u64>,
+    last_problem: Option<String>,
+}
+
+#[derive(Debug)]
+enum FetchFor {
+    /// The application's lookup `id`, due by `deadline`.
+    User { id: u64, deadline: Instant },
+    /// The fetcher's unpositioned partitions, with their position epochs.
+    Positions(HashMap<TopicPartition, PositionEpoch>),
+}
+
+#[derive(Debug)]
+struct FetchJob {
+    purpose: FetchFor,
+    partitions: Vec<TopicPartition>,
+    retry: Retry,
+    not_before: Option<Instant>,
+    in_flight: Option<u64>,
+    last_problem: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Sent {
+    Commit { route: Route },
+    Fetch { route: Route },
+}
+
+/// The commits and offset fetches of one group.
+pub(crate) struct Commits {
+    cfg: CommitConfig,
+    identity: Identity,
+    commits: VecDeque<CommitJob>,
+    fetches: Vec<FetchJob>,
+    sent: HashMap<u64, Sent>,
+    events: VecDeque<CommitEvent>,
+    jitter: Box<dyn Jitter + Send>,
+    next_req: u64,
+}
+
+impl Commits {
+    /// Nothing to do yet.
+    pub fn new(cfg: CommitConfig, jitter: Box<dyn Jitter + Send>) -> Commits {
+        Commits {
+            cfg,
+            identity: Identity::outsider(),
+            commits: VecDeque::new(),
+            fetches: Vec::new(),
+            sent: HashMap::new(),
+            events: VecDeque::new(),
+            jitter,
+            next_req: 1,
+        }
+    }
+
+    /// Queues commit `id` of `offsets`, due by `deadline`.
+    pub fn commit(
+        &mut self,
+        id: u64,
+        offsets: BTreeMap<TopicPartition, Committed>,
+        deadline: Instant,
+    ) {
+        if offsets.is_empty() {
+            self.events
+                .push_back(CommitEvent::Committed { id, result: Ok(()) });
+            return;
+        }
+        self.commits.push_back(CommitJob {
+            id,
+            offsets,
+            deadline,
+            retry: Retry::default(),
+            not_before: None,
+            in_flight: None,
+            last_problem: None,
+        });
+    }
+
+    /// Queues the application's lookup `id` of the committed offsets of `partitions`.
+    pub fn fetch(&mut self, id: u64, partitions: Vec<TopicPartition>, deadline: Instant) {
+        if partitions.is_empty() {
+            self.events.push_back(CommitEvent::Offsets {
+                id,
+                result: Ok(HashMap::new()),
+            });
+            return;
+        }
+        self.fetches.push(FetchJob {
+            purpose: FetchFor::User { id, deadline },
+            partitions,
+            retry: Retry::default(),
+            not_before: None,
+            in_flight: None,
+            last_problem: None,
+        });
+    }
+
+    /// Queues a lookup of committed offsets for the fetcher's unpositioned partitions.
+    pub fn fetch_positions(&mut self, partitions: Vec<(TopicPartition, PositionEpoch)>) {
+        if partitions.is_empty() {
+            return;
+        }
+        let list = partitions.iter().map(|(tp, _)| tp.clone()).collect();
+        self.fetches.push(FetchJob {
+            purpose: FetchFor::Positions(partitions.into_iter().collect()),
+            partitions: list,
+            retry: Retry::default(),
+            not_before: None,
+            in_flight: None,
+            last_problem: None,
+        });
+    }
+
+    /// Whether anything waits for the coordinator.
+    fn busy(&self) -> bool {
+        !self.commits.is_empty() || !self.fetches.is_empty()
+    }
+
+    /// The next request to send, if any.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) -> Option<Transmit> {
+        if !self.busy() {
+            return None;
+        }
+        let node = coordinator.node()?;
+        let route = Route::node(node, Lane::Group);
+        let versions = links.ready(route, now)?;
+        // The oldest commit first, alone (invariant 1).
+        if let Some(job) = self.commits.front_mut() {
+            if job.in_flight.is_none() && job.not_before.is_none_or(|t| now >= t) {
+                let Some(v) = versions.pick::<OffsetCommitRequest>() else {
+                    let e =
+                        Error::unsupported(versions.unsupported::<OffsetCommitRequest>(route.peer));
+                    let id = job.id;
+                    self.commits.pop_front();
+                    self.events
+                        .push_back(CommitEvent::Committed { id, result: Err(e) });
+                    return None;
+                };
+                let req = commit_request(coordinator.group_id(), &self.identity, &job.offsets);
+                let rid = self.next_req;
+                self.next_req += 1;
+                job.in_flight = Some(rid);
+                self.sent.insert(rid, Sent::Commit { route });
+                return Some(Transmit::new(
+                    route,
+                    &req,
+                    v,
+                    Tag {
+                        owner: Owner::Commits,
+                        id: rid,
+                    },
+                    self.cfg.request_timeout,
+                ));
+            }
+        }
+        let i = self
+            .fetches
+            .iter()
+            .position(|j| j.in_flight.is_none() && j.not_before.is_none_or(|t| now >= t))?;
+        let Some(v) = versions.pick::<OffsetFetchRequest>() else {
+            let e = Error::unsupported(versions.unsupported::<OffsetFetchRequest>(route.peer));
+            let job = self.fetches.swap_remove(i);
+            self.fetch_failed_for_good(job, e);
+            return None;
+        };
+        let job = &mut self.fetches[i];
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for tp in &job.partitions {
+            topics.entry(tp.topic()).or_default().push(tp.partition());
+        }
+        let mut req = OffsetFetchRequest::for_group(coordinator.group_id(), topics, v);
+        if v >= 7 {
+            req.require_stable = self.cfg.require_stable;
+        }
+        let rid = self.next_req;
+        self.next_req += 1;
+        job.in_flight = Some(rid);
+        self.sent.insert(rid, Sent::Fetch { route });
+        Some(Transmit::new(
+            route,
+            &req,
+            v,
+            Tag {
+                owner: Owner::Commits,
+                id: rid,
+            },
+            self.cfg.request_timeout,
+        ))
+    }
+
+    fn fetch_failed_for_good(&mut self, job: FetchJob, e: Error) {
+        match job.purpose {
+            FetchFor::User { id, .. } => self
+                .events
+                .push_back(CommitEvent::Offsets { id, result: Err(e) }),
+            FetchFor::Positions(epochs) => {
+                self.events.push_back(CommitEvent::Error(e));
+                self.events.push_back(CommitEvent::Positions {
+                    found: Vec::new(),
+                    failed: epochs.into_iter().collect(),
+                });
+            }
+        }
+    }
+
+    /// Request `rid` got no answer: retry after a backoff; the coordinator's link failed.
+    pub fn handle_failure(
+        &mut self,
+        rid: u64,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        let Some(sent) = self.sent.remove(&rid) else {
+            return;
+        };
+        let why = format!("{}: {failure}", route_of(sent));
+        coordinator.mark_unknown(&why, now);
+        self.retry_request(rid, why, now);
+    }
+
+    fn retry_request(&mut self, rid: u64, why: String, now: Instant) {
+        let policy = self.cfg.retry_backoff;
+        if let Some(job) = self.commits.iter_mut().find(|j| j.in_flight == Some(rid)) {
+            job.in_flight = None;
+            job.not_before = Some(now + job.retry.failed(&policy, &mut *self.jitter));
+            job.last_problem = Some(why);
+            return;
+        }
+        if let Some(job) = self.fetches.iter_mut().find(|j| j.in_flight == Some(rid)) {
+            job.in_flight = None;
+            job.not_before = Some(now + job.retry.failed(&policy, &mut *self.jitter));
+            job.last_problem = Some(why);
+        }
+    }
+
+    /// Applies the answer to request `rid`.
+    pub fn handle_response(
+        &mut self,
+        rid: u64,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) {
+        let Some(sent) = self.sent.remove(&rid) else {
+            return;
+        };
+        match sent {
+            Sent::Commit { route } => {
+                self.on_commit(rid, route, version, body, now, links, coordinator)
+            }
+            Sent::Fetch { route } => {
+                self.on_fetch(rid, route, version, body, now, links, coordinator)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_commit(
+        &mut self,
+        rid: u64,
+        route: Route,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) {
+        let resp = match decode_response::<OffsetCommitRequest>(body, version) {
+            Ok(r) => r,
+            Err(e) => {
+                log::warn!("malformed OffsetCommit response from {route}: {e}");
+                links.request_close(route, "malformed OffsetCommit response");
+                self.retry_request(rid, format!("malformed OffsetCommit response: {e}"), now);
+                return;
+            }
+        };
+        if resp.throttle_time_ms > 0 {
+            links.throttle(
+                route,
+                now + Duration::from_millis(resp.throttle_time_ms as u64),
+            );
+        }
+        let Some(pos) = self.commits.iter().position(|j| j.in_flight == Some(rid)) else {
+            return;
+        };
+        let group = coordinator.group_id().to_owned();
+        let mut answers: HashMap<(&str, i32), ErrorCode> = HashMap::new();
+        for t in &resp.topics {
+            for p in &t.partitions {
+                answers.insert(
+                    (t.name.as_str(), p.partition_index),
+                    ErrorCode::from_code(p.error_code),
+                );
+            }
+        }
+        let job = &self.commits[pos];
+        let mut retriable: Option<ErrorCode> = None;
+        let mut failed: Option<(TopicPartition, ErrorCode)> = None;
+        for tp in job.offsets.keys() {
+            let code = answers
+                .get(&(tp.topic(), tp.partition()))
+                .copied()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
+            match code {
+                ErrorCode::None => {}
+                ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
+                    retriable = Some(code);
+                }
+                c if c.is_retriable() => retriable = retriable.or(Some(c)),
+                c => {
+                    failed.get_or_insert((tp.clone(), c));
+                }
+            }
+        }
+        if let Some((tp, code)) = failed {
+            let Some(job) = self.commits.remove(pos) else {
+                return;
+            };
+            let e = commit_error(&group, &tp, code);
+            log::warn!("{e}");
+            self.events.push_back(CommitEvent::Committed {
+                id: job.id,
+                result: Err(e),
+            });
+            return;
+        }
+        if let Some(code) = retriable {
+            if matches!(
+                code,
+                ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR
+            ) {
+                coordinator.mark_unknown(&format!("OffsetCommit: {code}"), now);
+            }
+            self.retry_request(rid, format!("OffsetCommit: {code}"), now);
+            return;
+        }
+        if let Some(job) = self.commits.remove(pos) {
+            log::debug!("group {group}: committed {} partitions", job.offsets.len());
+            self.events.push_back(CommitEvent::Committed {
+                id: job.id,
+                result: Ok(()),
+            });
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_fetch(
+        &mut self,
+        rid: u64,
+        route: Route,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) {
+        let resp = match decode_response::<OffsetFetchRequest>(body, version) {
+            Ok(r) => r,
+            Err(e) => {
+                log::warn!("malformed OffsetFetch response from {route}: {e}");
+                links.request_close(route, "malformed OffsetFetch response");
+                self.retry_request(rid, format!("malformed OffsetFetch response: {e}"), now);
+                return;
+            }
+        };
+        if resp.throttle_time_ms > 0 {
+            links.throttle(
+                route,
+                now + Duration::from_millis(resp.throttle_time_ms as u64),
+            );
+        }
+        let group = coordinator.group_id().to_owned();
+        let Some(pos) = self.fetches.iter().position(|j| j.in_flight == Some(rid)) else {
+            return;
+        };
+        let (top, offsets) = match resp.group(&group, version) {
+            Ok(x) => x,
+            Err(e) => {
+                self.retry_request(rid, format!("OffsetFetch: {e}"), now);
+                return;
+            }
+        };
+        let top = ErrorCode::from_code(top);
+        if top.is_err() {
+            if top.is_retriable() {
+                if matches!(
+                    top,
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR
+                ) {
+                    coordinator.mark_unknown(&format!("OffsetFetch: {top}"), now);
+                }
+                self.retry_request(rid, format!("OffsetFetch: {top}"), now);
+            } else {
+                let job = self.fetches.swap_remove(pos);
+                let e = Error::broker(
+                    top,
+                    format!("reading the committed offsets of group {group}"),
+                );
+                self.fetch_failed_for_good(job, e);
+            }
+            return;
+        }
+        let mut found: HashMap<TopicPartition, Option<Committed>> = HashMap::new();
+        let mut unstable = None;
+        let mut failed = None;
+        let job = &self.fetches[pos];
+        for o in &offsets {
+            let Some(tp) = job
+                .partitions
+                .iter()
+                .find(|tp| tp.topic() == o.topic && tp.partition() == o.partition)
+            else {
+                continue;
+            };
+            match ErrorCode::from_code(o.error_code) {
+                ErrorCode::None => {
+                    let c = (o.offset != NO_OFFSET && o.offset >= 0).then(|| Committed {
+                        offset: o.offset,
+                        leader_epoch: LeaderEpoch(o.leader_epoch),
+                        metadata: o.metadata.map(str::to_owned),
+                    });
+                    found.insert(tp.clone(), c);
+                }
+                // The topic is gone (or never existed): nothing is committed for it.
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION => {
+                    found.insert(tp.clone(), None);
+                }
+                c if c.is_retriable() => unstable = Some(c),
+                c => {
+                    failed.get_or_insert((tp.clone(), c));
+                }
+            }
+        }
+        if let Some((tp, code)) = failed {
+            let job = self.fetches.swap_remove(pos);
+            let e = Error::broker(
+                code,
+                format!("reading the committed offset of {tp} in group {group}"),
+            )
+            .with_partition(tp);
+            self.fetch_failed_for_good(job, e);
+            return;
+        }
+        let missing = job.partitions.iter().any(|tp| !found.contains_key(tp));
+        if unstable.is_some() || missing {
+            let why = match unstable {
+                Some(c) => format!("OffsetFetch: {c}"),
+                None => "OffsetFetch: partitions missing from the answer".to_owned(),
+            };
+            self.retry_request(rid, why, now);
+            return;
+        }
+        let job = self.fetches.swap_remove(pos);
+        match job.purpose {
+            FetchFor::User { id, .. } => self.events.push_back(CommitEvent::Offsets {
+                id,
+                result: Ok(found),
+            }),
+            FetchFor::Positions(epochs) => {
+                let found = epochs
+                    .into_iter()
+                    .map(|(tp, e)| {
+                        let c = found
+                            .get(&tp)
+                            .and_then(|c| c.as_ref())
+                            .map(|c| (c.offset, c.leader_epoch));
+                        (tp, e, c)
+                    })
+                    .collect();
+                self.events.push_back(CommitEvent::Positions {
+                    found,
+                    failed: Vec::new(),
+                });
+            }
+        }
+    }
+
+    /// Ends the application's requests whose deadline passed.
+    pub fn handle_timeout(&mut self, now: Instant, coordinator: &Coordinator) {
+        let reason = |last: &Option<String>| -> String {
+            if let Some(e) = coordinator.fatal() {
+                return format!(": {e}");
+            }
+            match last.as_deref().or(coordinator.last_problem()) {
+                Some(p) => format!(" (last problem: {p})"),
+                None => " (the group coordinator was not found)".to_owned(),
+            }
+        };
+        let mut i = 0;
+        while i < self.commits.len() {
+            let job = &self.commits[i];
+            // A commit on the wire is left to its request timeout (its answer counts).
+            if now >= job.deadline && job.in_flight.is_none() {
+                let why = reason(&job.last_problem);
+                if let Some(job) = self.commits.remove(i) {
+                    self.events.push_back(CommitEvent::Committed {
+                        id: job.id,
+                        result: Err(Error::timeout(format!("committing offsets timed out{why}"))),
+                    });
+                }
+                continue;
+            }
+            i += 1;
+        }
+        let mut i = 0;
+        while i < self.fetches.len() {
+            let job = &self.fetches[i];
+            let expired = match &job.purpose {
+                FetchFor::User { deadline, .. } => now >= *deadline && job.in_flight.is_none(),
+                FetchFor::Positions(_) => false,
+            };
+            if expired {
+                let why = reason(&job.last_problem);
+                let job = self.fetches.swap_remove(i);
+                if let FetchFor::User { id, .. } = job.purpose {
+                    self.events.push_back(CommitEvent::Offsets {
+                        id,
+                        result: Err(Error::timeout(format!(
+                            "reading committed offsets timed out{why}"
+                        ))),
+                    });
+                }
+                continue;
+            }
+            i += 1;
+        }
+        // The coordinator cannot be found for good: the fetcher's lookups hear it now.
+        if let Some(e) = coordinator.fatal().cloned() {
+            let mut i = 0;
+            while i < self.fetches.len() {
+                if matches!(self.fetches[i].purpose, FetchFor::Positions(_)) {
+                    let job = self.fetches.swap_remove(i);
+                    self.fetch_failed_for_good(job, e.clone());
+                    continue;
+                }
+                i += 1;
+            }
+        }
+    }
+
+    /// The next deadline or end of a backoff.
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let commits = self
+            .commits
+            .iter()
+            .flat_map(|j| [Some(j.deadline), j.not_before]);
+        let fetches = self.fetches.iter().flat_map(|j| {
+            let deadline = match j.purpose {
+                FetchFor::User { deadline, .. } => Some(deadline),
+                FetchFor::Positions(_) => None,
+            };
+            [deadline, j.not_before]
+        });
+        commits.chain(fetches).flatten().filter(|t| *t > now).min()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<CommitEvent> {
+        self.events.pop_front()
+    }
+}
+
+fn route_of(s: Sent) -> Route {
+    match s {
+        Sent::Commit { route } | Sent::Fetch { route } => route,
+    }
+}
+
+fn commit_request(
+    group: &str,
+    who: &Identity,
+    offsets: &BTreeMap<TopicPartition, Committed>,
+) -> OffsetCommitRequest {
+    let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
+    for (tp, c) in offsets {
+        let part = OffsetCommitRequestPartition {
+            partition_index: tp.partition(),
+            committed_offset: c.offset,
+            committed_leader_epoch: c.leader_epoch.0,
+            committed_metadata: c.metadata.clone(),
+        };
+        match topics.last_mut() {
+            Some(t) if t.name == tp.topic() => t.partitions.push(part),
+            _ => topics.push(OffsetCommitRequestTopic {
+                name: tp.topic().to_owned(),
+                partitions: vec![part],
+            }),
+        }
+    }
+    OffsetCommitRequest {
+        group_id: group.to_owned(),
+        generation_id_or_member_epoch: who.generation,
+        member_id: who.member_id.clone(),
+        group_instance_id: who.instance_id.clone(),
+        retention_time_ms: -1,
+        topics,
+    }
+}
+
+/// The error for a commit the broker refused for good.
+fn commit_error(group: &str, tp: &TopicPartition, code: ErrorCode) -> Error {
+    let (kind, text) = match code {
+        ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION | ErrorCode::REBALANCE_IN_PROGRESS => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: group {group} has active members (or is rebalancing), and a consumer with manually assigned partitions may only commit to a group without members; use another group.id or join the group"
+            ),
+        ),
+        ErrorCode::OFFSET_METADATA_TOO_LARGE => (
+            ErrorKind::Broker,
+            format!("the metadata committed for {tp} is longer than the broker's offset.metadata.max.bytes"),
+        ),
+        _ => (ErrorKind::Broker, format!("committing the offset of {tp} in group {group}")),
+    };
+    let mut e = Error::broker(code, text).with_partition(tp.clone());
+    e.set_kind(kind);
+    e
+}
