@@ -56,8 +56,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .map(|h| {
                         format!(
                             "{}={}",
-                            h.key,
-                            h.value
+                            h.key_str(),
+                            h.value()
                                 .map_or("null".into(), |v| String::from_utf8_lossy(v).into_owned())
                         )
                     })

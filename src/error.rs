@@ -108,7 +108,7 @@ impl Error {
     }
 
     pub(crate) fn records(e: RecordError, tp: &TopicPartition) -> Error {
-        let kind = match &e {
+        let kind = match e.without_offset() {
             RecordError::CrcMismatch { .. } => ErrorKind::Corrupt,
             RecordError::UnsupportedMagic(_)
             | RecordError::CodecDisabled(_)

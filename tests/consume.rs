@@ -62,8 +62,8 @@ fn consume_and_verify(
                 .headers()
                 .map(|h| {
                     (
-                        h.key.to_owned(),
-                        h.value.map(|v| String::from_utf8(v.to_vec()).unwrap()),
+                        h.key_str().into_owned(),
+                        h.value().map(|v| String::from_utf8(v.to_vec()).unwrap()),
                     )
                 })
                 .collect();

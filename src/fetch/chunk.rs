@@ -16,6 +16,7 @@ use crate::buffer::FrameBuf;
 use crate::fetch::aborted::AbortedFilter;
 use crate::protocol::records::{
     control_type, decompress, BatchIter, Compression, ControlType, RecordError, RecordIter,
+    MIN_RECORD_SIZE,
 };
 use crate::record::{Chunk, StoredRecord, TopicPartition};
 
@@ -71,9 +72,13 @@ pub fn build_chunk(
             continue;
         }
         if records.capacity() == 0 && h.record_count > 0 {
-            // Size the record index once from the first batch's density.
+            // Size the record index once from the first batch's density, never past what the
+            // bytes present can hold: `recordCount` is not trusted (with `check.crcs=false` a
+            // flipped bit can claim 2^31-1 records). Compressed batches may hold more; the
+            // index then grows as records are actually decoded.
             let per_record = (h.batch_length.max(1) as usize / h.record_count as usize).max(1);
-            records.reserve(len / per_record + h.record_count as usize);
+            let guess = (len / per_record).saturating_add(h.record_count as usize);
+            records.reserve(guess.min(len / MIN_RECORD_SIZE));
         }
         let result = (|| -> Result<(), RecordError> {
             if h.is_control() {
@@ -137,7 +142,8 @@ pub fn build_chunk(
             Ok(())
         })();
         if let Err(e) = result {
-            error = Some(e);
+            // Decompression and control-record errors do not know their batch: name it.
+            error = Some(e.in_batch(h.base_offset));
             break;
         }
         next_offset = h.next_offset();
@@ -246,6 +252,15 @@ mod tests {
         fetch_offset: i64,
         aborted: Option<Vec<(i64, i64)>>,
     ) -> (Option<Chunk>, Option<RecordError>) {
+        run_checking(set, fetch_offset, aborted, true)
+    }
+
+    fn run_checking(
+        set: &[u8],
+        fetch_offset: i64,
+        aborted: Option<Vec<(i64, i64)>>,
+        check_crcs: bool,
+    ) -> (Option<Chunk>, Option<RecordError>) {
         let (f, range) = frame(set);
         let budget = Arc::new(AtomicUsize::new(0));
         build_chunk(
@@ -256,7 +271,7 @@ mod tests {
                 frame: &f,
                 records: range,
                 aborted,
-                check_crcs: true,
+                check_crcs,
             },
             &budget,
         )
@@ -378,5 +393,92 @@ mod tests {
         assert_eq!(budget.load(Ordering::Acquire), set.len());
         drop(c);
         assert_eq!(budget.load(Ordering::Acquire), 0);
+    }
+
+    /// `batch(base, n, ..)` with its `recordCount` overwritten by `count` (CRC left stale, as
+    /// a flipped bit would leave it).
+    fn batch_claiming(base: i64, n: i32, count: i32) -> Vec<u8> {
+        let mut b = batch(base, n, -1, false);
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn a_batch_claiming_2_pow_31_records_is_an_error_naming_it_not_an_abort() {
+        // First batch: the record index is sized from it; it must not be sized by the count.
+        let (c, e) = run_checking(&batch_claiming(0, 3, i32::MAX), 0, None, false);
+        assert!(c.is_none(), "no chunk with garbage");
+        let e = e.expect("an error");
+        assert_eq!(e.offset(), Some(0), "{e}");
+        assert_eq!(
+            e.without_offset(),
+            &RecordError::Invalid("record count larger than the records section can hold")
+        );
+        // After a good batch: the good records are delivered, the position stops at the bad
+        // batch, and the error names it.
+        let mut set = batch(0, 3, -1, false);
+        set.extend(batch_claiming(3, 3, i32::MAX));
+        let (c, e) = run_checking(&set, 0, None, false);
+        let c = c.unwrap();
+        assert_eq!(values(&c).len(), 3);
+        assert_eq!(c.next_offset, 3);
+        assert_eq!(e.unwrap().offset(), Some(3));
+        // With CRC checks on, the flipped bit is a CRC mismatch at the batch.
+        let (_, e) = run(&set, 0, None);
+        assert!(matches!(
+            e,
+            Some(RecordError::CrcMismatch { base_offset: 3, .. })
+        ));
+        // A claimed count the bytes could hold (but the batch lacks) is an error too.
+        let (c, e) = run_checking(&batch_claiming(0, 3, 4), 0, None, false);
+        assert!(c.is_none());
+        assert_eq!(e.unwrap().offset(), Some(0));
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn a_decompression_error_names_its_batch() {
+        use std::io::Write;
+        let section =
+            crate::protocol::records::testing::encode_records(&[(0, 0, None, Some(b"v"), &[])]);
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&section).unwrap();
+        let mut z = e.finish().unwrap();
+        z.truncate(z.len() - 4);
+        let mut set = batch(0, 2, -1, false);
+        set.extend(encode_batch(&BatchSpec {
+            base_offset: 2,
+            attributes: Compression::Gzip.code(),
+            records_section: Some(&z),
+            record_count: Some(1),
+            ..BatchSpec::default()
+        }));
+        let (c, e) = run(&set, 0, None);
+        assert_eq!(c.unwrap().next_offset, 2);
+        let e = e.unwrap();
+        assert!(
+            matches!(
+                e.without_offset(),
+                RecordError::Decompress { codec: "gzip", .. }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.offset(), Some(2));
+        assert!(e.to_string().contains("record batch at offset 2"), "{e}");
+    }
+
+    #[test]
+    fn located_errors_keep_their_kind_and_name_the_offset() {
+        let tp = TopicPartition::new("t", 4);
+        let mut legacy = batch(7, 1, -1, false);
+        legacy[16] = 1; // magic 1
+        let (_, e) = run_checking(&legacy, 0, None, false);
+        let err = Error::records(e.unwrap(), &tp);
+        assert_eq!(err.kind(), &ErrorKind::Unsupported);
+        assert!(err.to_string().contains("offset 7"), "{err}");
+        let (_, e) = run_checking(&batch_claiming(9, 1, 2), 0, None, false);
+        let err = Error::records(e.unwrap(), &tp);
+        assert_eq!(err.kind(), &ErrorKind::Protocol);
+        assert!(err.to_string().contains("offset 9"), "{err}");
     }
 }

@@ -238,8 +238,8 @@ pub fn poll_until(
 /// The `seq` header of a record.
 pub fn seq(r: &kafka_consumer::Record<'_>) -> u64 {
     let h = r.headers().next().expect("seq header");
-    assert_eq!(h.key, "seq");
-    std::str::from_utf8(h.value.expect("seq value"))
+    assert_eq!(h.key(), b"seq");
+    std::str::from_utf8(h.value().expect("seq value"))
         .expect("utf8")
         .parse()
         .expect("number")
