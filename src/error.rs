@@ -149,7 +149,7 @@ impl Error {
         offset: i64,
         skip_to: Option<i64>,
     ) -> Error {
-        let kind = match &e {
+        let kind = match e.without_offset() {
             RecordError::CrcMismatch { .. } => ErrorKind::Corrupt,
             RecordError::UnsupportedMagic(_)
             | RecordError::CodecDisabled(_)

@@ -133,6 +133,11 @@ pub struct OwnedRecord {
 }
 
 /// One record header.
+///
+/// Its key is bytes: Kafka header keys are meant to be UTF-8 strings, but the broker does not
+/// check them and some clients write other bytes, so a key is delivered as it was sent
+/// ([`Header::key`]) and can be read as text the way the Java consumer reads it
+/// ([`Header::key_str`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header<'a> {
     key: &'a [u8],
@@ -146,8 +151,16 @@ impl<'a> Header<'a> {
         self.key
     }
 
-    /// The key as text: UTF-8, with invalid sequences replaced by U+FFFD (as the Java
-    /// client decodes it).
+    /// The key as text: UTF-8, with each invalid sequence replaced by U+FFFD (`�`), as the
+    /// Java consumer decodes it. Borrowed, without a copy, when the key is valid UTF-8.
+    ///
+    /// ```
+    /// # fn show(h: kafka_consumer::Header<'_>) {
+    /// if h.key_str() == "trace-id" {
+    ///     // ...
+    /// }
+    /// # }
+    /// ```
     pub fn key_str(&self) -> Cow<'a, str> {
         String::from_utf8_lossy(self.key)
     }
@@ -168,10 +181,7 @@ impl<'a> Iterator for Headers<'a> {
     type Item = Header<'a>;
 
     fn next(&mut self) -> Option<Header<'a>> {
-        self.inner.next().map(|(key, value)| Header {
-            key: key.as_ref(),
-            value,
-        })
+        self.inner.next().map(|(key, value)| Header { key, value })
     }
 }
 
@@ -288,5 +298,80 @@ impl<'a> IntoIterator for &'a ConsumerRecords {
 
     fn into_iter(self) -> Records<'a> {
         self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{Budget, FrameBuf};
+    use crate::fetch::chunk::{build_chunk, FetchedFrame, PartitionInput};
+    use crate::protocol::records::testing::{encode_batch, encode_raw_record, BatchSpec};
+    use crate::protocol::wire::Writer;
+    use crate::types::PositionEpoch;
+
+    #[test]
+    fn a_header_key_that_is_not_utf8_is_delivered_as_bytes() {
+        let mut w = Writer::new();
+        let plain: &[(&[u8], Option<&[u8]>)] = &[(b"seq", Some(b"0"))];
+        let odd: &[(&[u8], Option<&[u8]>)] = &[(&[0xff, 0xfe, b'k'], Some(b"1")), (b"n", None)];
+        encode_raw_record(&mut w, &(0, 0, None, Some(b"a"), plain));
+        encode_raw_record(&mut w, &(1, 0, None, Some(b"b"), odd));
+        encode_raw_record(&mut w, &(2, 0, None, Some(b"c"), plain));
+        let section = w.into_inner();
+        let set = encode_batch(&BatchSpec {
+            base_offset: 5,
+            records_section: Some(&section),
+            record_count: Some(3),
+            last_offset_delta: Some(2),
+            ..BatchSpec::default()
+        });
+        let budget = Budget::new(1 << 20, Box::new(|| {}));
+        let frame = Arc::new(FetchedFrame::new(FrameBuf::from_vec(set.clone()), &budget));
+        let decoded = build_chunk(
+            PartitionInput {
+                tp: TopicPartition::new("t", 0),
+                epoch: PositionEpoch(1),
+                fetch_offset: 5,
+                end_offset: 8,
+                frame: &frame,
+                records: (0, set.len()),
+                aborted: None,
+                check_crcs: true,
+            },
+            &budget,
+            frame.charged(),
+        );
+        assert!(decoded.stop.is_none(), "{:?}", decoded.stop);
+        let chunk = Arc::new(decoded.chunk.unwrap());
+        let mut recs = ConsumerRecords::default();
+        recs.push(Arc::clone(&chunk), 0, chunk.records.len());
+        let got: Vec<Record<'_>> = recs.iter().collect();
+        assert_eq!(got.len(), 3, "the records after it are delivered too");
+        assert_eq!(
+            got.iter().map(Record::offset).collect::<Vec<_>>(),
+            [5, 6, 7]
+        );
+        let h: Vec<Header<'_>> = got[1].headers().collect();
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0].key(), &[0xff, 0xfe, b'k'][..]);
+        assert_eq!(h[0].key_str(), "\u{FFFD}\u{FFFD}k");
+        assert_eq!(h[0].value(), Some(&b"1"[..]));
+        assert_eq!((h[1].key(), h[1].value()), (&b"n"[..], None));
+        assert!(
+            matches!(h[1].key_str(), Cow::Borrowed("n")),
+            "no copy for UTF-8"
+        );
+        let h = got[2].headers().next().unwrap();
+        assert_eq!((h.key_str(), h.value()), ("seq".into(), Some(&b"0"[..])));
+        assert_eq!(got[2].value(), Some(&b"c"[..]));
+        // An owned copy keeps the raw key and every header.
+        let owned = got[1].to_owned_record();
+        assert_eq!(owned.offset, 6);
+        assert_eq!(owned.headers[0].0, vec![0xff, 0xfe, b'k']);
+        assert_eq!(owned.headers[1], (b"n".to_vec(), None));
+        assert_eq!(owned.value.as_deref(), Some(&b"b"[..]));
+        assert_eq!(recs.records(&TopicPartition::new("t", 0)).count(), 3);
+        assert_eq!(recs.records(&TopicPartition::new("t", 1)).count(), 0);
     }
 }

@@ -23,16 +23,12 @@ use crate::buffer::{Budget, Charge, FrameBuf};
 use crate::fetch::aborted::AbortedFilter;
 use crate::protocol::records::{
     control_type, decompress, BatchIter, Compression, ControlType, RecordError, RecordIter,
-    TimestampType,
+    TimestampType, MIN_RECORD_SIZE,
 };
 use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
 /// Largest decompressed size of one chunk: record positions are stored as `u32`.
 pub const MAX_INFLATED: usize = 512 * 1024 * 1024;
-
-/// The fewest bytes one record takes on the wire (length, attributes, timestamp delta,
-/// offset delta, key length, value length, header count: one byte each at least).
-const MIN_RECORD_BYTES: usize = 7;
 
 /// One record as stored in a [`Chunk`]: offsets into the chunk's buffers.
 #[derive(Debug, Clone, Copy)]
@@ -234,7 +230,7 @@ pub(crate) fn build_chunk(
             Ok(b) => b,
             Err(e) => {
                 stop = Some(Stop::Error {
-                    offset: next_offset,
+                    offset: e.offset().unwrap_or(next_offset),
                     skip_to: None,
                     error: e,
                 });
@@ -246,18 +242,21 @@ pub(crate) fn build_chunk(
             continue;
         }
         let batch_start = h.base_offset.max(input.fetch_offset);
-        let no_room = |charge: &Charge| Stop::NoRoom {
+        // Before this batch charges anything: is the budget as empty as it can get (only
+        // this response's frame held, no earlier record of it decoded)?
+        let alone = budget.used().saturating_sub(held_here) == 0;
+        let no_room = || Stop::NoRoom {
             offset: batch_start,
             skip_to: h.next_offset(),
-            alone: alone(budget, held_here, charge),
+            alone,
         };
 
         // Room in the record index for this batch's records, charged first.
         let at_most =
-            (h.record_count.max(0) as usize).min(batch.records.len() / MIN_RECORD_BYTES + 1);
+            (h.record_count.max(0) as usize).min(batch.records.len() / MIN_RECORD_SIZE + 1);
         if !h.is_control() && at_most > records.capacity() - records.len() {
             let hint = *hint.get_or_insert_with(|| {
-                let per_record = (batch.records.len() / at_most.max(1)).max(MIN_RECORD_BYTES);
+                let per_record = (batch.records.len() / at_most.max(1)).max(MIN_RECORD_SIZE);
                 len / per_record
             });
             let need = records.len() + at_most;
@@ -272,7 +271,7 @@ pub(crate) fn build_chunk(
             match grown {
                 Some(cap) => records.reserve_exact(cap - records.len()),
                 None => {
-                    stop = Some(no_room(&charge));
+                    stop = Some(no_room());
                     break;
                 }
             }
@@ -355,15 +354,16 @@ pub(crate) fn build_chunk(
                         skip_to: h.next_offset(),
                     }
                 } else {
-                    no_room(&charge)
+                    no_room()
                 });
                 break;
             }
             Err(e) => {
+                // Decompression and control-record errors do not know their batch: name it.
                 stop = Some(Stop::Error {
                     offset: batch_start,
                     skip_to: Some(h.next_offset()),
-                    error: e,
+                    error: e.in_batch(h.base_offset),
                 });
                 break;
             }
@@ -397,11 +397,6 @@ pub(crate) fn build_chunk(
         stop,
         bytes: len,
     }
-}
-
-/// Whether the budget holds nothing but this response: it is as empty as it can get.
-fn alone(budget: &Budget, held_here: usize, own: &Charge) -> bool {
-    budget.used().saturating_sub(held_here + own.bytes()) == 0
 }
 
 /// Bytes a decompressor may allocate beyond what it produced (its growth step).
@@ -645,5 +640,119 @@ mod tests {
             d.stop
         );
         assert!(d.chunk.is_none());
+    }
+
+    /// `batch(base, n, ..)` with its `recordCount` overwritten by `count` (CRC left stale, as
+    /// a flipped bit would leave it).
+    fn batch_claiming(base: i64, n: i32, count: i32) -> Vec<u8> {
+        let mut b = batch(base, n, -1, false);
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        b
+    }
+
+    fn run_unchecked(set: &[u8], fetch_offset: i64) -> Decoded {
+        let b = budget(1 << 30);
+        let (f, range) = frame(set, &b);
+        build_chunk(
+            PartitionInput {
+                tp: TopicPartition::new("t", 4),
+                epoch: PositionEpoch(1),
+                fetch_offset,
+                end_offset: 100,
+                frame: &f,
+                records: range,
+                aborted: None,
+                check_crcs: false,
+            },
+            &b,
+            f.charged(),
+        )
+    }
+
+    fn stop_error(d: &Decoded) -> (i64, &RecordError) {
+        match &d.stop {
+            Some(Stop::Error { offset, error, .. }) => (*offset, error),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_batch_claiming_2_pow_31_records_is_an_error_naming_it_not_an_abort() {
+        let d = run_unchecked(&batch_claiming(0, 3, i32::MAX), 0);
+        assert!(d.chunk.is_none(), "no chunk with garbage");
+        let (offset, e) = stop_error(&d);
+        assert_eq!(offset, 0);
+        assert_eq!(
+            e.without_offset(),
+            &RecordError::Invalid("record count larger than the records section can hold")
+        );
+        // After a good batch: the good records are delivered, the position stops at the bad
+        // batch, and the error names it.
+        let mut set = batch(0, 3, -1, false);
+        set.extend(batch_claiming(3, 3, i32::MAX));
+        let d = run_unchecked(&set, 0);
+        assert_eq!(stop_error(&d).0, 3);
+        let c = d.chunk.unwrap();
+        assert_eq!(values(&c).len(), 3);
+        assert_eq!(c.next_offset, 3);
+        // With CRC checks on, the flipped bit is a CRC mismatch at the batch.
+        let d = run(&set, 0, None);
+        assert!(matches!(
+            stop_error(&d).1,
+            RecordError::CrcMismatch { base_offset: 3, .. }
+        ));
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn a_decompression_error_names_its_batch() {
+        use std::io::Write;
+        let section =
+            crate::protocol::records::testing::encode_records(&[(0, 0, None, Some(b"v"), &[])]);
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&section).unwrap();
+        let mut z = e.finish().unwrap();
+        z.truncate(z.len() - 4);
+        let mut set = batch(0, 2, -1, false);
+        set.extend(encode_batch(&BatchSpec {
+            base_offset: 2,
+            attributes: Compression::Gzip.code(),
+            records_section: Some(&z),
+            record_count: Some(1),
+            ..BatchSpec::default()
+        }));
+        let d = run(&set, 0, None);
+        let (offset, e) = stop_error(&d);
+        assert_eq!(offset, 2);
+        assert!(
+            matches!(
+                e.without_offset(),
+                RecordError::Decompress { codec: "gzip", .. }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.offset(), Some(2));
+        assert_eq!(d.chunk.unwrap().next_offset, 2);
+    }
+
+    #[test]
+    fn located_errors_keep_their_kind_and_name_the_partition_and_offset() {
+        use crate::error::{Error, ErrorKind};
+        let tp = TopicPartition::new("t", 4);
+        let mut legacy = batch(7, 1, -1, false);
+        legacy[16] = 1; // magic 1
+        let d = run_unchecked(&legacy, 0);
+        let (offset, e) = stop_error(&d);
+        let err = Error::records(e.clone(), &tp, offset, None);
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert_eq!(err.partition(), Some(&tp));
+        assert_eq!(err.offset(), Some(7));
+        assert!(err.to_string().contains("t-4 at offset 7"), "{err}");
+        let d = run_unchecked(&batch_claiming(9, 1, 2), 0);
+        let (offset, e) = stop_error(&d);
+        let err = Error::records(e.clone(), &tp, offset, Some(10));
+        assert_eq!(err.kind(), ErrorKind::Protocol);
+        assert_eq!((err.offset(), err.skip_to()), (Some(9), Some(10)));
+        assert!(err.to_string().contains("seek to 10"), "{err}");
     }
 }

@@ -17,21 +17,43 @@
 //!
 //! 1. Nothing read from the wire is trusted: every length, count and varint is checked against
 //!    the bytes that remain before it is used, and no input can make these functions panic.
+//!    No allocation is sized by a length or count the bytes present cannot back: nothing
+//!    reserves memory from `recordCount` (a record takes at least [`MIN_RECORD_SIZE`] bytes,
+//!    which bounds any count by the bytes present).
 //! 2. A trailing batch cut short by the broker's byte limits (fewer than 12 bytes left, or a
 //!    `batchLength` reaching past the end) is not an error: [`BatchIter`] just ends.
 //!    Everything else that is malformed is an error, after which [`BatchIter`] and
 //!    [`RecordIter`] yield `None` (they are fused).
 //! 3. A [`BatchHeader`] that came out of [`BatchIter`] has magic 2, a known compression code,
-//!    `batchLength >= 49`, `recordCount >= 0`, and (when asked for) a valid CRC-32C.
-//! 4. [`RecordIter`] validates each record completely (lengths, null markers, UTF-8 header
-//!    keys, no bytes left over) before yielding it, and yields exactly `recordCount` records
-//!    followed by nothing, so [`HeaderIter`] over a yielded record can never meet bad input.
-//! 5. Decompression never trusts a size field: output is produced in chunks and stops with
-//!    [`RecordError::DecompressedTooLarge`] as soon as it would exceed the caller's limit.
+//!    `batchLength >= 49`, `recordCount >= 0`, `lastOffsetDelta >= 0`, and (when asked for) a
+//!    valid CRC-32C.
+//! 4. [`RecordIter`] validates each record completely (lengths, null markers, offset order, no
+//!    bytes left over) before yielding it, and yields exactly `recordCount` records followed
+//!    by nothing, so [`HeaderIter`] over a yielded record can never meet bad input. A
+//!    `recordCount` above `section length / MIN_RECORD_SIZE` is rejected before any record.
+//!    Header keys are bytes: any bytes are accepted (the broker does not check them, other
+//!    clients write non-UTF-8 keys, and the Java consumer delivers them), so a record is
+//!    never rejected for its header keys' encoding.
+//! 5. Decompression never trusts a size field: output is produced in bounded steps and stops
+//!    with [`RecordError::DecompressedTooLarge`] as soon as it would exceed the caller's
+//!    limit. [`decompress`] never grows `out`'s capacity past `start_len + limit + 1` (the
+//!    extra byte tells "exactly at the limit" from "over it"), whatever the codec; on error
+//!    `out` is left with the length *and capacity* it had on entry. A raw snappy block's
+//!    declared length is checked before allocating, both against the limit and against the
+//!    most the block can expand to (`64 * (block length - 1) / 3`, see `codec::raw_snappy`).
 //! 6. Offsets and timestamps are computed as the broker does (`baseOffset + offsetDelta`;
 //!    `baseTimestamp + timestampDelta`, or `maxTimestamp` for LogAppendTime). Records before
 //!    the fetch offset are yielded too: a compressed batch comes back whole, and trimming is
-//!    the caller's job.
+//!    the caller's job. Within a batch, record offset deltas are strictly increasing and lie
+//!    in `0..=lastOffsetDelta` (compaction removes records but keeps order); anything else is
+//!    an error.
+//! 7. Errors say where: every error [`BatchIter`] yields (all come after it has read a base
+//!    offset) and every error [`RecordIter`] yields carries an offset, see
+//!    [`RecordError::offset`]: the batch's base offset for an error in the batch as a whole,
+//!    the record's offset for an error in one record (the base offset plus the record's
+//!    index when its offset delta could not be read). [`decompress`] and [`control_type`]
+//!    do not know the batch; their caller locates their errors with
+//!    [`RecordError::in_batch`].
 
 use std::fmt;
 
@@ -41,6 +63,12 @@ use crate::protocol::wire::{
 
 /// Size of the fixed record batch header that precedes the records section.
 pub const BATCH_HEADER_SIZE: usize = 61;
+
+/// The fewest bytes a record takes on the wire: one each for its length, attributes,
+/// timestamp delta, offset delta, key length, value length and header count. A records
+/// section of `n` bytes holds at most `n / MIN_RECORD_SIZE` records; size anything indexed
+/// by record with that bound, never with `recordCount` alone.
+pub const MIN_RECORD_SIZE: usize = 7;
 
 /// `baseOffset` + `batchLength`: the bytes before what `batchLength` counts.
 const LOG_OVERHEAD: usize = 12;
@@ -166,14 +194,22 @@ pub struct RecordRef {
 
 /// Iterates over the records of one batch's (uncompressed) records section.
 ///
-/// Yields exactly `record_count` records, each fully validated; then an error if bytes are
-/// left over, or if the section holds fewer records than the header says. Never allocates.
+/// Yields exactly `record_count` records, each fully validated (their offset deltas strictly
+/// increasing within `0..=last_offset_delta`); then an error if bytes are left over, or if
+/// the section holds fewer records than the header says. Every error carries an offset
+/// ([`RecordError::offset`]). Never allocates.
 #[derive(Debug, Clone)]
 pub struct RecordIter<'a> {
     buf: &'a [u8],
     pos: usize,
     remaining: u32,
+    /// `recordCount` (0 if negative): `count - remaining` is the index of the next record.
+    count: u32,
     base_offset: i64,
+    /// `lastOffsetDelta`: no record's offset delta may exceed it.
+    last_offset_delta: i32,
+    /// Offset delta of the last record yielded; −1 before the first (deltas start at 0).
+    prev_delta: i32,
     base_timestamp: i64,
     /// `Some(maxTimestamp)` for LogAppendTime batches.
     log_append_time: Option<i64>,
@@ -183,8 +219,9 @@ pub struct RecordIter<'a> {
 }
 
 /// Iterates lazily over a record's header section: `(key, value)` pairs in wire order
-/// (duplicate keys are legal and kept). Stops at the first malformed header, which cannot
-/// happen for a section that [`RecordIter`] yielded.
+/// (duplicate keys are legal and kept). Keys are bytes, not necessarily UTF-8 (invariant 4).
+/// Stops at the first malformed header, which cannot happen for a section that
+/// [`RecordIter`] yielded.
 #[derive(Debug, Clone)]
 pub struct HeaderIter<'a> {
     buf: &'a [u8],
@@ -206,11 +243,17 @@ pub enum ControlType {
 
 /// Why a record batch or a record could not be decoded. It names no topic or partition; the
 /// caller adds them.
+///
+/// Errors from [`BatchIter`] and [`RecordIter`] say where they are: they come wrapped in
+/// [`RecordError::InBatch`] or [`RecordError::InRecord`] (or are a
+/// [`RecordError::CrcMismatch`], which holds its base offset), and [`RecordError::offset`]
+/// reads the offset from any of them. [`RecordError::without_offset`] gives the error
+/// inside, to match on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RecordError {
-    /// A field is truncated, a length or count is out of range, a varint is too long, a
-    /// header key is not UTF-8, or a record has bytes left over.
+    /// A field is truncated, a length or count is out of range, a varint is too long, or a
+    /// record has bytes left over.
     Decode(DecodeError),
     /// The CRC-32C stored in the batch does not match its contents.
     CrcMismatch {
@@ -241,6 +284,62 @@ pub enum RecordError {
     },
     /// A structural rule is broken (the text says which).
     Invalid(&'static str),
+    /// `error` concerns the batch at `base_offset` as a whole: its framing or header, its
+    /// record count, the bytes after its last record, or (located by the caller with
+    /// [`RecordError::in_batch`]) its decompression. `error` is never itself located.
+    InBatch {
+        /// `baseOffset` of the batch.
+        base_offset: i64,
+        /// What is wrong.
+        error: Box<RecordError>,
+    },
+    /// `error` concerns one record: `offset` is its offset (`baseOffset + offsetDelta`,
+    /// saturating) when its offset delta could be read, otherwise the batch's base offset
+    /// plus the record's index in the batch. `error` is never itself located.
+    InRecord {
+        /// Offset of the offending record.
+        offset: i64,
+        /// What is wrong.
+        error: Box<RecordError>,
+    },
+}
+
+impl RecordError {
+    /// Where the error is: the batch's base offset for an error in a batch as a whole
+    /// (including [`RecordError::CrcMismatch`]), the record's offset for an error in one
+    /// record; `None` for an error not (yet) located, such as what [`decompress`] returns
+    /// before its caller calls [`RecordError::in_batch`].
+    pub fn offset(&self) -> Option<i64> {
+        match self {
+            RecordError::InBatch { base_offset, .. } => Some(*base_offset),
+            RecordError::InRecord { offset, .. } => Some(*offset),
+            RecordError::CrcMismatch { base_offset, .. } => Some(*base_offset),
+            _ => None,
+        }
+    }
+
+    /// The error without its location: the wrapped error of [`RecordError::InBatch`] and
+    /// [`RecordError::InRecord`], `self` for any other. Match on this to classify an error.
+    pub fn without_offset(&self) -> &RecordError {
+        match self {
+            RecordError::InBatch { error, .. } | RecordError::InRecord { error, .. } => error,
+            other => other,
+        }
+    }
+
+    /// Locates an error in the batch at `base_offset` (for errors of [`decompress`] and
+    /// [`control_type`], which do not know their batch). An error that already has an
+    /// offset is returned unchanged.
+    pub fn in_batch(self, base_offset: i64) -> RecordError {
+        if self.offset().is_some() {
+            self
+        } else {
+            RecordError::InBatch {
+                base_offset,
+                error: Box::new(self),
+            }
+        }
+    }
 }
 
 impl Compression {
@@ -369,6 +468,29 @@ impl<'a> BatchIter<'a> {
         if rest.len() < LOG_OVERHEAD {
             return Ok(None);
         }
+        let base_offset = i64::from_be_bytes([
+            rest[0], rest[1], rest[2], rest[3], rest[4], rest[5], rest[6], rest[7],
+        ]);
+        // Every error from here on names the batch (invariant 7); a CRC mismatch holds its
+        // base offset itself.
+        let batch = self
+            .check_batch(rest)
+            .map_err(|e| e.in_batch(base_offset))?;
+        let Some((header, total)) = batch else {
+            return Ok(None);
+        };
+        let start = self.pos;
+        self.pos += total;
+        Ok(Some(RawBatch {
+            header,
+            records: &rest[BATCH_HEADER_SIZE..total],
+            start,
+        }))
+    }
+
+    /// Checks the batch at the start of `rest` (at least [`LOG_OVERHEAD`] bytes): its header
+    /// and its total size, or `None` for a partial trailing batch.
+    fn check_batch(&self, rest: &[u8]) -> Result<Option<(BatchHeader, usize)>, RecordError> {
         let mut r = Reader::new(rest);
         let base_offset = r.i64()?;
         let batch_length = r.i32()?;
@@ -403,13 +525,10 @@ impl<'a> BatchIter<'a> {
         if header.record_count < 0 {
             return Err(bad_length(header.record_count, "RecordBatch.recordCount"));
         }
-        let start = self.pos;
-        self.pos += total;
-        Ok(Some(RawBatch {
-            header,
-            records: &batch[BATCH_HEADER_SIZE..],
-            start,
-        }))
+        if header.last_offset_delta < 0 {
+            return Err(RecordError::Invalid("negative lastOffsetDelta"));
+        }
+        Ok(Some((header, total)))
     }
 }
 
@@ -439,10 +558,17 @@ impl std::iter::FusedIterator for BatchIter<'_> {}
 /// Appends the decompressed records section `input` (compressed with `c`) to `out`.
 ///
 /// `out` is typically a buffer reused across batches; clearing it is the caller's job. At
-/// most `limit` bytes are appended: the output is produced in chunks and no size field in the
-/// input is trusted. Snappy accepts the xerial framing the Java producer writes, a plain raw
-/// block, and the standard snappy framing format; gzip accepts concatenated members; zstd
-/// accepts concatenated and skippable frames. On error `out` is left as it was.
+/// most `limit` bytes are appended: the output is produced in bounded steps and no size
+/// field in the input is trusted. Snappy accepts the xerial framing the Java producer writes,
+/// a plain raw block, and the standard snappy framing format; gzip accepts concatenated
+/// members; zstd accepts concatenated and skippable frames.
+///
+/// Memory: whatever the codec and the input, this call never grows `out`'s capacity past
+/// `start_len + limit + 1` (`start_len` being `out.len()` on entry); below that, capacity
+/// grows geometrically (by half, at least 64 KiB at a time) so that appending many batches to
+/// one buffer stays linear. On error `out` is left as it was, its capacity included: a
+/// failed call does not keep a buffer it grew alive. Errors carry no offset; locate them
+/// with [`RecordError::in_batch`].
 ///
 /// # Errors
 /// [`RecordError::DecompressedTooLarge`] past `limit`; [`RecordError::CodecDisabled`] when the
@@ -454,11 +580,13 @@ pub fn decompress(
     limit: usize,
 ) -> Result<(), RecordError> {
     let start = out.len();
+    let capacity = out.capacity();
     let result = match c {
         Compression::None => {
             if input.len() > limit {
                 Err(RecordError::DecompressedTooLarge { limit })
             } else {
+                reserve_within(out, input.len(), start.saturating_add(limit));
                 out.extend_from_slice(input);
                 Ok(())
             }
@@ -470,15 +598,52 @@ pub fn decompress(
     };
     if result.is_err() {
         out.truncate(start);
+        if out.capacity() > capacity {
+            out.shrink_to(capacity);
+        }
     }
     result
+}
+
+/// The smallest step by which decompression grows its output buffer, and the most it
+/// zero-fills ahead of a codec's reads.
+const GROW_STEP: usize = 64 * 1024;
+
+/// Makes room in `out` for `additional` more bytes without letting its capacity pass
+/// `ceiling` (which must be at least `out.len() + additional`). Below the ceiling capacity
+/// grows by half (at least [`GROW_STEP`]), so appending to one buffer copies each byte a
+/// bounded number of times; `Vec`'s own doubling would ignore the ceiling.
+fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) {
+    let needed = out.len().saturating_add(additional);
+    if needed <= out.capacity() {
+        return;
+    }
+    let cap = out.capacity();
+    let target = cap
+        .saturating_add((cap / 2).max(GROW_STEP))
+        .min(ceiling)
+        .max(needed);
+    out.reserve_exact(target - out.len());
 }
 
 /// The codecs, each behind its cargo feature.
 mod codec {
     use super::RecordError;
+    #[cfg(any(
+        feature = "gzip",
+        feature = "snappy",
+        feature = "lz4",
+        feature = "zstd",
+        feature = "zstd-native"
+    ))]
+    use super::{reserve_within, GROW_STEP};
 
     /// Reads `reader` to its end into `out`, failing once more than `limit` bytes came out.
+    ///
+    /// `out` grows through [`reserve_within`] with a ceiling of `out.len() + limit + 1` (one
+    /// byte past the limit tells "exactly at the limit" from "over it"), and at most
+    /// [`GROW_STEP`] bytes past what was read are zero-filled for the reader to write into.
+    /// On error `out` may hold a partial output; [`super::decompress`] restores it.
     #[cfg(any(
         feature = "gzip",
         feature = "snappy",
@@ -487,23 +652,32 @@ mod codec {
         feature = "zstd-native"
     ))]
     pub(super) fn read_limited<R: std::io::Read>(
-        reader: R,
+        mut reader: R,
         out: &mut Vec<u8>,
         limit: usize,
         codec: &'static str,
     ) -> Result<(), RecordError> {
-        use std::io::Read;
-        let start = out.len();
-        // One byte past the limit tells "exactly at the limit" from "over it".
-        let cap = (limit as u64).saturating_add(1);
-        reader
-            .take(cap)
-            .read_to_end(out)
-            .map_err(|e| failed(codec, e))?;
-        if out.len() - start > limit {
-            return Err(RecordError::DecompressedTooLarge { limit });
-        }
-        Ok(())
+        let ceiling = out.len().saturating_add(limit).saturating_add(1);
+        // `out[..filled]` is output; `out[filled..]` is zeroed room for the next read.
+        let mut filled = out.len();
+        let result = loop {
+            if filled == out.len() {
+                if filled == ceiling {
+                    break Err(RecordError::DecompressedTooLarge { limit });
+                }
+                let room = (ceiling - filled).min(GROW_STEP);
+                reserve_within(out, room, ceiling);
+                out.resize(filled + room, 0);
+            }
+            match reader.read(&mut out[filled..]) {
+                Ok(0) => break Ok(()),
+                Ok(n) => filled += n.min(out.len() - filled),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(failed(codec, e)),
+            }
+        };
+        out.truncate(filled);
+        result
     }
 
     #[cfg(any(
@@ -589,8 +763,24 @@ mod codec {
         Ok(())
     }
 
-    /// Decompresses one raw snappy block, checking its declared length against `budget` (what
-    /// is left of `limit`) before allocating. Returns the bytes appended.
+    /// The most bytes a raw snappy block of `len` bytes can decompress to.
+    ///
+    /// After the length preamble (a varint, at least one byte) a block is a sequence of
+    /// elements, and none produces more than 64/3 bytes per byte it takes: a literal of `n`
+    /// bytes takes at least `n + 1`; a copy with a 1-byte offset takes 2 bytes and produces
+    /// at most 11; with a 2-byte offset, 3 bytes and at most 64; with a 4-byte offset, 5 bytes
+    /// and at most 64. So `len - 1` bytes of elements produce at most `64 * (len - 1) / 3`
+    /// bytes (21.3× the input), and a larger declared length is a lie that no valid block
+    /// can back.
+    #[cfg(feature = "snappy")]
+    pub(super) fn max_raw_snappy_len(len: usize) -> usize {
+        len.saturating_sub(1).saturating_mul(64) / 3
+    }
+
+    /// Decompresses one raw snappy block, checking its declared length against what the
+    /// block can expand to ([`max_raw_snappy_len`]) and against `budget` (what is left of
+    /// `limit`) before allocating. `out`'s capacity stays within `out.len() + budget`.
+    /// Returns the bytes appended.
     #[cfg(feature = "snappy")]
     fn raw_snappy(
         block: &[u8],
@@ -599,10 +789,22 @@ mod codec {
         limit: usize,
     ) -> Result<usize, RecordError> {
         let n = snap::raw::decompress_len(block).map_err(|e| failed("snappy", e))?;
+        let most = max_raw_snappy_len(block.len());
+        if n > most {
+            return Err(failed(
+                "snappy",
+                format_args!(
+                    "raw block of {} bytes declares {n} decompressed bytes, more than the \
+                     {most} it can hold",
+                    block.len()
+                ),
+            ));
+        }
         if n > budget {
             return Err(RecordError::DecompressedTooLarge { limit });
         }
         let start = out.len();
+        reserve_within(out, n, start.saturating_add(budget));
         out.resize(start + n, 0);
         match snap::raw::Decoder::new().decompress(block, &mut out[start..]) {
             Ok(written) => {
@@ -710,14 +912,24 @@ impl<'a> RecordIter<'a> {
             Some("negative record count")
         } else if u32::try_from(records.len()).is_err() {
             Some("records section larger than 4 GiB")
+        } else if header.record_count as usize > records.len() / MIN_RECORD_SIZE {
+            Some("record count larger than the records section can hold")
         } else {
             None
+        };
+        let count = if pending.is_some() {
+            0
+        } else {
+            header.record_count as u32
         };
         RecordIter {
             buf: records,
             pos: 0,
-            remaining: header.record_count.max(0) as u32,
+            remaining: count,
+            count,
             base_offset: header.base_offset,
+            last_offset_delta: header.last_offset_delta,
+            prev_delta: -1,
             base_timestamp: header.base_timestamp,
             log_append_time: match header.timestamp_type() {
                 TimestampType::LogAppendTime => Some(header.max_timestamp),
@@ -741,17 +953,25 @@ impl<'a> RecordIter<'a> {
         if self.done || self.pending.is_some() || self.remaining == 0 {
             return None;
         }
-        let (r, end) = self.record_fast()?;
-        self.pos = end;
-        self.remaining -= 1;
+        let (r, end, delta) = self.record_fast()?;
+        self.advance(end, delta);
         Some(r)
     }
 
-    /// The hot path: decodes one well-formed record without building any error value.
-    /// Anything unusual returns `None`, and [`RecordIter::record`] reads the record again
-    /// to say exactly what is wrong. It accepts nothing that `record` rejects.
+    /// Moves past a record the fast path accepted.
     #[inline]
-    fn record_fast(&self) -> Option<(RecordRef, usize)> {
+    fn advance(&mut self, end: usize, delta: i32) {
+        self.pos = end;
+        self.prev_delta = delta;
+        self.remaining -= 1;
+    }
+
+    /// The hot path: decodes one well-formed record without building any error value,
+    /// returning it with its end and its offset delta. Anything unusual returns `None`, and
+    /// [`RecordIter::record`] reads the record again to say exactly what is wrong. It
+    /// accepts nothing that `record` rejects.
+    #[inline]
+    fn record_fast(&self) -> Option<(RecordRef, usize, i32)> {
         let buf = self.buf;
         let mut p = self.pos;
         let len = fast_varint(buf, &mut p)?;
@@ -766,6 +986,9 @@ impl<'a> RecordIter<'a> {
         p += 1; // attributes: unused
         let ts_delta = fast_varlong(rec, &mut p)?;
         let offset_delta = fast_varint(rec, &mut p)?;
+        if offset_delta <= self.prev_delta || offset_delta > self.last_offset_delta {
+            return None;
+        }
         let key = fast_bytes(rec, &mut p)?;
         let value = fast_bytes(rec, &mut p)?;
         let count = fast_varint(rec, &mut p)?;
@@ -774,13 +997,8 @@ impl<'a> RecordIter<'a> {
         }
         let headers_start = p;
         for _ in 0..count {
-            let klen = fast_varint(rec, &mut p)?;
-            if klen < 0 {
-                return None;
-            }
-            let k = rec.get(p..p + klen as usize)?;
-            std::str::from_utf8(k).ok()?;
-            p += klen as usize;
+            // Keys are bytes (invariant 4), but never null.
+            fast_bytes(rec, &mut p)??;
             fast_bytes(rec, &mut p)?;
         }
         if p != end {
@@ -801,17 +1019,57 @@ impl<'a> RecordIter<'a> {
                 header_count: count as u32,
             },
             end,
+            offset_delta,
         ))
     }
 
+    /// The careful path: decodes the next record or says exactly what is wrong, with the
+    /// error located (invariant 7). On success moves past the record, except for
+    /// `remaining`, which the caller counts down.
     fn record(&mut self) -> Result<RecordRef, RecordError> {
+        if self.pos == self.buf.len() {
+            return Err(self.batch_error(RecordError::Invalid(
+                "the batch holds fewer records than its record count",
+            )));
+        }
+        let mut delta = None;
+        match self.parse_record(&mut delta) {
+            Ok((r, end, d)) => {
+                self.pos = end;
+                self.prev_delta = d;
+                Ok(r)
+            }
+            Err(e) => {
+                let offset = match delta {
+                    Some(d) => self.base_offset.saturating_add(d as i64),
+                    None => self
+                        .base_offset
+                        .saturating_add((self.count - self.remaining) as i64),
+                };
+                Err(RecordError::InRecord {
+                    offset,
+                    error: Box::new(e),
+                })
+            }
+        }
+    }
+
+    /// An error in the batch as a whole.
+    fn batch_error(&self, e: RecordError) -> RecordError {
+        RecordError::InBatch {
+            base_offset: self.base_offset,
+            error: Box::new(e),
+        }
+    }
+
+    /// Decodes the record at `pos` with unlocated errors, setting `delta` once the record's
+    /// offset delta is read. Returns the record, its end and its offset delta.
+    fn parse_record(
+        &self,
+        delta: &mut Option<i32>,
+    ) -> Result<(RecordRef, usize, i32), RecordError> {
         let buf = self.buf;
         let mut p = self.pos;
-        if p == buf.len() {
-            return Err(RecordError::Invalid(
-                "the batch holds fewer records than its record count",
-            ));
-        }
         let len = varint(buf, &mut p).map_err(|e| e.context("Record.length"))?;
         if len < 0 {
             return Err(bad_length(len, "Record.length"));
@@ -835,6 +1093,7 @@ impl<'a> RecordIter<'a> {
         p += 1; // attributes: unused
         let ts_delta = varlong(rec, &mut p).map_err(|e| e.context("Record.timestampDelta"))?;
         let offset_delta = varint(rec, &mut p).map_err(|e| e.context("Record.offsetDelta"))?;
+        *delta = Some(offset_delta);
         let key = bytes_range(rec, &mut p, "Record.key")?;
         let value = bytes_range(rec, &mut p, "Record.value")?;
         let count = varint(rec, &mut p).map_err(|e| e.context("Record.headerCount"))?;
@@ -844,17 +1103,10 @@ impl<'a> RecordIter<'a> {
         }
         let headers_start = p;
         for _ in 0..count {
-            let klen = varint(rec, &mut p).map_err(|e| e.context("Header.key"))?;
-            if klen < 0 || klen as usize > end - p {
-                return Err(bad_length(klen, "Header.key"));
+            // Keys are bytes (invariant 4), but never null.
+            if bytes_range(rec, &mut p, "Header.key")?.is_none() {
+                return Err(bad_length(-1, "Header.key"));
             }
-            let k = &rec[p..p + klen as usize];
-            if std::str::from_utf8(k).is_err() {
-                return Err(RecordError::Decode(
-                    DecodeError::new(DecodeErrorKind::InvalidUtf8).context("Header.key"),
-                ));
-            }
-            p += klen as usize;
             bytes_range(rec, &mut p, "Header.value")?;
         }
         if p != end {
@@ -866,6 +1118,24 @@ impl<'a> RecordIter<'a> {
             .base_offset
             .checked_add(offset_delta as i64)
             .ok_or(RecordError::Invalid("record offset overflows int64"))?;
+        if offset_delta < 0 {
+            return Err(RecordError::Invalid("negative record offset delta"));
+        }
+        if offset_delta == self.prev_delta {
+            return Err(RecordError::Invalid(
+                "record offset repeats the previous record's",
+            ));
+        }
+        if offset_delta < self.prev_delta {
+            return Err(RecordError::Invalid(
+                "record offset is below the previous record's",
+            ));
+        }
+        if offset_delta > self.last_offset_delta {
+            return Err(RecordError::Invalid(
+                "record offset delta exceeds the batch's lastOffsetDelta",
+            ));
+        }
         let timestamp = match self.log_append_time {
             Some(t) => t,
             None => self
@@ -873,16 +1143,19 @@ impl<'a> RecordIter<'a> {
                 .checked_add(ts_delta)
                 .ok_or(RecordError::Invalid("record timestamp overflows int64"))?,
         };
-        self.pos = end;
         // Positions fit in u32: `new` checked the buffer's length.
-        Ok(RecordRef {
-            offset,
-            timestamp,
-            key,
-            value,
-            headers: (headers_start as u32, (end - headers_start) as u32),
-            header_count: count as u32,
-        })
+        Ok((
+            RecordRef {
+                offset,
+                timestamp,
+                key,
+                value,
+                headers: (headers_start as u32, (end - headers_start) as u32),
+                header_count: count as u32,
+            },
+            end,
+            offset_delta,
+        ))
     }
 }
 
@@ -895,7 +1168,7 @@ impl Iterator for RecordIter<'_> {
         }
         if let Some(what) = self.pending {
             self.done = true;
-            return Some(Err(RecordError::Invalid(what)));
+            return Some(Err(self.batch_error(RecordError::Invalid(what))));
         }
         if self.remaining == 0 {
             self.done = true;
@@ -903,14 +1176,13 @@ impl Iterator for RecordIter<'_> {
             if extra == 0 {
                 return None;
             }
-            return Some(Err(RecordError::Decode(
+            return Some(Err(self.batch_error(RecordError::Decode(
                 DecodeError::new(DecodeErrorKind::TrailingBytes(extra))
                     .context("RecordBatch.records"),
-            )));
+            ))));
         }
-        if let Some((r, end)) = self.record_fast() {
-            self.pos = end;
-            self.remaining -= 1;
+        if let Some((r, end, delta)) = self.record_fast() {
+            self.advance(end, delta);
             return Some(Ok(r));
         }
         match self.record() {
@@ -929,8 +1201,10 @@ impl Iterator for RecordIter<'_> {
         if self.done {
             (0, Some(0))
         } else {
-            // One more item for a possible trailing-bytes or pending error.
-            (0, Some(self.remaining as usize + 1))
+            // One more item for a possible trailing-bytes or pending error; never more
+            // records than the bytes left can hold (invariant 1).
+            let fit = (self.buf.len() - self.pos) / MIN_RECORD_SIZE;
+            (0, Some((self.remaining as usize).min(fit) + 1))
         }
     }
 }
@@ -948,12 +1222,11 @@ impl<'a> HeaderIter<'a> {
         }
     }
 
-    fn header(&mut self) -> Option<(&'a str, Option<&'a [u8]>)> {
+    fn header(&mut self) -> Option<(&'a [u8], Option<&'a [u8]>)> {
         let buf = self.buf;
         let mut p = self.pos;
         let klen = varint(buf, &mut p).ok()?;
         let key = buf.get(p..p.checked_add(usize::try_from(klen).ok()?)?)?;
-        let key = std::str::from_utf8(key).ok()?;
         p += key.len();
         let vlen = varint(buf, &mut p).ok()?;
         let value = if vlen == -1 {
@@ -969,7 +1242,9 @@ impl<'a> HeaderIter<'a> {
 }
 
 impl<'a> Iterator for HeaderIter<'a> {
-    type Item = (&'a str, Option<&'a [u8]>);
+    /// `(key, value)`: the key's bytes (any bytes, see invariant 4) and the value, `None`
+    /// when null.
+    type Item = (&'a [u8], Option<&'a [u8]>);
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
@@ -1056,6 +1331,12 @@ impl fmt::Display for RecordError {
                 "record batch decompresses to more than the {limit}-byte limit"
             ),
             RecordError::Invalid(what) => write!(f, "invalid record batch: {what}"),
+            RecordError::InBatch { base_offset, error } => {
+                write!(f, "{error} (record batch at offset {base_offset})")
+            }
+            RecordError::InRecord { offset, error } => {
+                write!(f, "{error} (record at offset {offset})")
+            }
         }
     }
 }
@@ -1064,6 +1345,10 @@ impl std::error::Error for RecordError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RecordError::Decode(e) => Some(e),
+            // The wrapped error's text is part of this one's: its source comes next.
+            RecordError::InBatch { error, .. } | RecordError::InRecord { error, .. } => {
+                error.source()
+            }
             _ => None,
         }
     }
@@ -1207,8 +1492,25 @@ pub mod testing {
         }
     }
 
+    /// A record whose header keys are any bytes (not necessarily UTF-8): as [`RecordSpec`].
+    pub type RawRecordSpec<'a> = (
+        i32,
+        i64,
+        Option<&'a [u8]>,
+        Option<&'a [u8]>,
+        &'a [(&'a [u8], Option<&'a [u8]>)],
+    );
+
     /// Encodes one record (length prefix included).
     pub fn encode_record(w: &mut Writer, r: &RecordSpec<'_>) {
+        let (offset_delta, ts_delta, key, value, headers) = *r;
+        let headers: Vec<(&[u8], Option<&[u8]>)> =
+            headers.iter().map(|(k, v)| (k.as_bytes(), *v)).collect();
+        encode_raw_record(w, &(offset_delta, ts_delta, key, value, &headers));
+    }
+
+    /// Encodes one record with byte header keys (length prefix included).
+    pub fn encode_raw_record(w: &mut Writer, r: &RawRecordSpec<'_>) {
         let (offset_delta, ts_delta, key, value, headers) = *r;
         let mut body = Writer::new();
         body.i8(0);
@@ -1219,7 +1521,7 @@ pub mod testing {
         body.varint(headers.len() as i32);
         for (k, v) in headers {
             body.varint(k.len() as i32);
-            body.raw(k.as_bytes());
+            body.raw(k);
             nullable(&mut body, *v);
         }
         let body = body.into_inner();
@@ -1337,7 +1639,12 @@ mod tests {
                     r.key(records).map(<[u8]>::to_vec),
                     r.value(records).map(<[u8]>::to_vec),
                     r.headers(records)
-                        .map(|(k, v)| (k.to_string(), v.map(<[u8]>::to_vec)))
+                        .map(|(k, v)| {
+                            (
+                                String::from_utf8_lossy(k).into_owned(),
+                                v.map(<[u8]>::to_vec),
+                            )
+                        })
                         .collect(),
                 ))
             })
@@ -1616,11 +1923,12 @@ mod tests {
             .unwrap();
         assert_eq!(r.header_count, 4);
         let got: Vec<_> = r.headers(b.records).collect();
-        assert_eq!(got, headers);
+        let want: Vec<_> = headers.iter().map(|(k, v)| (k.as_bytes(), *v)).collect();
+        assert_eq!(got, want);
         // Lazy iteration can stop early and restart.
         assert_eq!(
             r.headers(b.records).nth(2),
-            Some(("trace", Some(&b"2"[..])))
+            Some((&b"trace"[..], Some(&b"2"[..])))
         );
     }
 
@@ -1722,7 +2030,8 @@ mod tests {
                 ..BatchSpec::default()
             });
             let e = BatchIter::new(&set, true).next().unwrap().unwrap_err();
-            assert_eq!(e, RecordError::UnsupportedMagic(magic));
+            assert_eq!(e.without_offset(), &RecordError::UnsupportedMagic(magic));
+            assert_eq!(e.offset(), Some(0));
         }
         let msg = RecordError::UnsupportedMagic(1).to_string();
         assert!(msg.contains("legacy message sets"), "{msg}");
@@ -1730,8 +2039,12 @@ mod tests {
         let mut legacy = vec![0u8; 12 + 14];
         legacy[8..12].copy_from_slice(&14i32.to_be_bytes());
         assert_eq!(
-            BatchIter::new(&legacy, true).next().unwrap().unwrap_err(),
-            RecordError::UnsupportedMagic(0)
+            BatchIter::new(&legacy, true)
+                .next()
+                .unwrap()
+                .unwrap_err()
+                .without_offset(),
+            &RecordError::UnsupportedMagic(0)
         );
     }
 
@@ -1741,7 +2054,8 @@ mod tests {
             let mut set = encode_batch(&BatchSpec::default());
             set[8..12].copy_from_slice(&len.to_be_bytes());
             let e = BatchIter::new(&set, false).next().unwrap().unwrap_err();
-            match e {
+            assert_eq!(e.offset(), Some(0));
+            match e.without_offset() {
                 RecordError::Decode(d) => {
                     assert_eq!(d.kind(), &DecodeErrorKind::BadLength(len as i64))
                 }
@@ -1753,38 +2067,56 @@ mod tests {
     #[test]
     fn unknown_compression_codes_and_negative_record_counts_are_errors() {
         let set = encode_batch(&BatchSpec {
+            base_offset: 8,
             attributes: 5,
             ..BatchSpec::default()
         });
-        assert_eq!(
-            BatchIter::new(&set, true).next().unwrap().unwrap_err(),
-            RecordError::UnknownCompression(5)
-        );
+        let e = BatchIter::new(&set, true).next().unwrap().unwrap_err();
+        assert_eq!(e.without_offset(), &RecordError::UnknownCompression(5));
+        assert_eq!(e.offset(), Some(8));
         let set = encode_batch(&BatchSpec {
+            base_offset: 9,
             record_count: Some(-1),
             ..BatchSpec::default()
         });
-        assert!(matches!(
-            BatchIter::new(&set, true).next(),
-            Some(Err(RecordError::Decode(_)))
-        ));
+        let e = BatchIter::new(&set, true).next().unwrap().unwrap_err();
+        assert!(
+            matches!(e.without_offset(), RecordError::Decode(_)),
+            "{e:?}"
+        );
+        assert_eq!(e.offset(), Some(9));
     }
 
-    /// A batch whose records section is `section`, with `count` records declared.
+    /// A batch whose records section is `section`, with `count` records declared (at offset
+    /// deltas `0..count`).
     fn with_section(section: &[u8], count: i32) -> (BatchHeader, Vec<u8>) {
         let set = encode_batch(&BatchSpec {
             records_section: Some(section),
             record_count: Some(count),
+            last_offset_delta: Some(count.saturating_sub(1).max(0)),
             ..BatchSpec::default()
         });
         (header_of(&set), set[BATCH_HEADER_SIZE..].to_vec())
     }
 
+    /// The first error of the records in `section`, with its location checked and removed.
     fn first_error(h: &BatchHeader, section: &[u8]) -> RecordError {
+        let (offset, e) = first_located_error(h, section);
+        assert!(offset >= h.base_offset, "{e}");
+        e
+    }
+
+    /// The first error of the records in `section` and the offset it names.
+    fn first_located_error(h: &BatchHeader, section: &[u8]) -> (i64, RecordError) {
         let mut it = RecordIter::new(h, section);
         let e = it.by_ref().find_map(Result::err).expect("an error");
         assert!(it.next().is_none(), "fused after an error");
-        e
+        let offset = e.offset().expect("RecordIter errors carry an offset");
+        assert!(
+            e.to_string().contains(&format!("at offset {offset})")),
+            "{e}"
+        );
+        (offset, e.without_offset().clone())
     }
 
     #[test]
@@ -1795,9 +2127,23 @@ mod tests {
             first_error(&h, &s),
             RecordError::Invalid("the batch holds fewer records than its record count")
         );
-        // A huge count fails at the end of the data, without allocating.
-        let (h, s) = with_section(&section, i32::MAX);
-        assert!(matches!(first_error(&h, &s), RecordError::Invalid(_)));
+        // A count the bytes cannot hold (7 bytes a record at least) fails before any record,
+        // naming the batch, and nothing is sized by it.
+        for count in [i32::MAX, (s.len() / MIN_RECORD_SIZE) as i32 + 1] {
+            let (h, s) = with_section(&section, count);
+            let mut it = RecordIter::new(&h, &s);
+            assert!(it.size_hint().1.unwrap() <= s.len() / MIN_RECORD_SIZE + 1);
+            let e = it.next().unwrap().unwrap_err();
+            assert!(
+                matches!(e, RecordError::InBatch { base_offset: 0, .. }),
+                "{e:?}"
+            );
+            assert_eq!(
+                e.without_offset(),
+                &RecordError::Invalid("record count larger than the records section can hold")
+            );
+            assert!(it.next().is_none());
+        }
     }
 
     #[test]
@@ -1826,20 +2172,22 @@ mod tests {
 
     #[test]
     fn oversized_and_overlong_length_varints_are_errors() {
-        // Length claims 1000 bytes, 3 present.
+        // (Each section is at least MIN_RECORD_SIZE bytes, else the record count is rejected
+        // before any record is read.)
+        // Length claims 1000 bytes, 5 present.
         let mut w = crate::protocol::wire::Writer::new();
         w.varint(1000);
-        w.raw(&[0, 0, 0]);
+        w.raw(&[0, 0, 0, 0, 0]);
         let (h, s) = with_section(&w.into_inner(), 1);
         assert!(matches!(first_error(&h, &s), RecordError::Decode(_)));
         // A six-byte varint.
-        let (h, s) = with_section(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 1);
+        let (h, s) = with_section(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00], 1);
         match first_error(&h, &s) {
             RecordError::Decode(d) => assert_eq!(d.kind(), &DecodeErrorKind::VarintTooLong),
             other => panic!("{other:?}"),
         }
         // A negative record length.
-        let (h, s) = with_section(&[0x01], 1);
+        let (h, s) = with_section(&[0x01, 0, 0, 0, 0, 0, 0], 1);
         assert!(matches!(first_error(&h, &s), RecordError::Decode(_)));
     }
 
@@ -1855,20 +2203,15 @@ mod tests {
 
     #[test]
     fn malformed_key_value_and_header_fields_are_errors() {
-        let cases: [(&str, Vec<u8>); 7] = [
+        let cases: [(&str, Vec<u8>); 6] = [
             // key length -2
             ("key length below -1", vec![0x03, 0x01, 0x00]),
-            // key length 5 with 1 byte
-            ("key longer than the record", vec![0x0a, b'a']),
+            // key length 5 with 2 bytes
+            ("key longer than the record", vec![0x0a, b'a', b'b']),
             // null key, null value, header count -1
             ("negative header count", vec![0x01, 0x01, 0x01]),
             // header count 1 with a null key
             ("null header key", vec![0x01, 0x01, 0x02, 0x01, 0x01]),
-            // header key not UTF-8
-            (
-                "non-UTF-8 header key",
-                vec![0x01, 0x01, 0x02, 0x02, 0xff, 0x01],
-            ),
             // header value length -2
             ("header value below -1", vec![0x01, 0x01, 0x02, 0x00, 0x03]),
             // a byte after the headers
@@ -1884,12 +2227,17 @@ mod tests {
         // The same shape, well formed, parses.
         let (h, s) = with_section(&record_with(&[0x01, 0x01, 0x02, 0x02, b'k', 0x01]), 1);
         let r = RecordIter::new(&h, &s).next().unwrap().unwrap();
-        assert_eq!(r.headers(&s).collect::<Vec<_>>(), [("k", None)]);
+        assert_eq!(r.headers(&s).collect::<Vec<_>>(), [(&b"k"[..], None)]);
     }
 
     #[test]
     fn header_iter_stops_on_malformed_input_without_panicking() {
-        assert_eq!(HeaderIter::new(&[0x02, 0xff, 0x01], 5).count(), 0);
+        // A key length of -2, then of -1 (null).
+        assert_eq!(HeaderIter::new(&[0x03, b'a', 0x01], 5).count(), 0);
+        assert_eq!(HeaderIter::new(&[0x01, 0x01], 5).count(), 0);
+        // A key that is not UTF-8 is a key like any other, then a truncated header.
+        let got: Vec<_> = HeaderIter::new(&[0x02, 0xff, 0x01, 0x7f], 5).collect();
+        assert_eq!(got, [(&[0xff][..], None)]);
         assert_eq!(HeaderIter::new(&[0x02, b'a', 0x01, 0x7f], 5).count(), 1);
         assert_eq!(HeaderIter::new(&[], u32::MAX).count(), 0);
     }
@@ -1903,10 +2251,44 @@ mod tests {
             records: &recs,
             ..BatchSpec::default()
         });
+        let e = decode_all(&set, true).unwrap_err();
         assert_eq!(
-            decode_all(&set, true).unwrap_err(),
-            RecordError::Invalid("record offset overflows int64")
+            e.without_offset(),
+            &RecordError::Invalid("record offset overflows int64")
         );
+        assert_eq!(e.offset(), Some(i64::MAX), "saturating");
+    }
+
+    /// Walks the records of `section` the way the consumer does (fast path, then the careful
+    /// one), checking what this module promises: the same results as plain `next`, offsets
+    /// strictly increasing within `base..=base + lastOffsetDelta`, headers readable, and
+    /// every error located.
+    fn check_records(h: &BatchHeader, section: &[u8]) {
+        let plain: Vec<_> = RecordIter::new(h, section).collect();
+        let mut mixed = Vec::new();
+        let mut it = RecordIter::new(h, section);
+        loop {
+            match it.next_fast() {
+                Some(r) => mixed.push(Ok(r)),
+                None => match it.next() {
+                    Some(r) => mixed.push(r),
+                    None => break,
+                },
+            }
+        }
+        assert_eq!(plain, mixed, "fast and careful paths agree");
+        let mut prev = None;
+        for r in &plain {
+            match r {
+                Ok(r) => {
+                    assert!(prev < Some(r.offset), "offsets strictly increase");
+                    assert!(r.offset >= h.base_offset && r.offset <= h.last_offset());
+                    prev = Some(r.offset);
+                    let _ = r.headers(section).count();
+                }
+                Err(e) => assert!(e.offset().is_some(), "record error without offset: {e}"),
+            }
+        }
     }
 
     #[test]
@@ -1926,12 +2308,19 @@ mod tests {
         }));
         let walk = |set: &[u8], check_crc: bool| {
             let _ = decode_all(set, check_crc);
+            for b in BatchIter::new(set, check_crc) {
+                match b {
+                    Ok(b) => check_records(&b.header, b.records),
+                    Err(e) => {
+                        assert!(e.offset().is_some(), "batch error without offset: {e}");
+                        break;
+                    }
+                }
+            }
             // Also parse each batch's section as if it were cut, whatever the CRC says.
             for b in BatchIter::new(set, false).flatten() {
                 for cut in 0..=b.records.len() {
-                    for r in RecordIter::new(&b.header, &b.records[..cut]).flatten() {
-                        let _ = r.headers(&b.records[..cut]).count();
-                    }
+                    check_records(&b.header, &b.records[..cut]);
                 }
             }
         };
@@ -2043,12 +2432,15 @@ mod tests {
             decompress(Compression::Snappy, &raw, &mut out, MIB),
             Err(RecordError::DecompressedTooLarge { limit: MIB })
         );
-        // A raw block declaring 4 GiB in a few bytes.
+        // A raw block declaring 4 GiB in a few bytes: more than 6 bytes can expand to.
         let lie = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x00];
-        assert_eq!(
+        assert!(matches!(
             decompress(Compression::Snappy, &lie, &mut out, MIB),
-            Err(RecordError::DecompressedTooLarge { limit: MIB })
-        );
+            Err(RecordError::Decompress {
+                codec: "snappy",
+                ..
+            })
+        ));
         // Xerial: the budget is shared by all chunks.
         let z = xerial(&zeros, 64 * 1024);
         assert!(matches!(
@@ -2272,11 +2664,12 @@ mod tests {
                 let f = fast.record_fast();
                 let c = careful.record();
                 match (f, c) {
-                    (Some((rf, end)), Ok(rc)) => {
+                    (Some((rf, end, delta)), Ok(rc)) => {
                         fast_hits += 1;
                         assert_eq!(rf, rc);
-                        assert_eq!(end, careful.pos);
+                        assert_eq!((end, delta), (careful.pos, careful.prev_delta));
                         fast.pos = end;
+                        fast.prev_delta = delta;
                     }
                     (Some(_), Err(e)) => {
                         panic!("fast path accepted what the careful one rejects: {e}")
@@ -2289,5 +2682,428 @@ mod tests {
             }
         }
         assert!(fast_hits > 20, "the fast path was exercised");
+    }
+
+    // ---- Decompression memory (invariant 5) ----
+
+    /// Capacity a call may leave in `out` beyond `start_len + limit`.
+    const SLACK: usize = 64 * 1024;
+
+    /// Data that compresses well but not to nothing, so codecs emit many blocks.
+    fn compressible(n: usize) -> Vec<u8> {
+        (0..n).map(|i| ((i / 7) % 251) as u8).collect()
+    }
+
+    /// Checks, for one codec (`z` compresses), that `decompress` keeps `out`'s capacity
+    /// within `start_len + limit + SLACK` on success, and leaves `out` exactly as it was,
+    /// capacity included, after a bomb past the limit and after a corrupt input.
+    #[cfg_attr(
+        not(any(
+            feature = "gzip",
+            feature = "snappy",
+            feature = "lz4",
+            feature = "zstd"
+        )),
+        allow(dead_code)
+    )]
+    fn check_capacity(c: Compression, z: impl Fn(&[u8]) -> Vec<u8>) {
+        let name = c.name();
+        // Exactly at the limit, into an empty buffer and into a full one: never doubled
+        // past the limit (a non-power-of-two limit shows `Vec`'s doubling).
+        let limit = MIB + 12_345;
+        let data = compressible(limit);
+        let blob = z(&data);
+        for start_len in [0, 3 * MIB] {
+            let mut out = vec![7u8; start_len];
+            decompress(c, &blob, &mut out, limit).unwrap();
+            assert_eq!(out.len(), start_len + limit, "{name}");
+            assert!(out[start_len..] == data[..], "{name}");
+            assert!(
+                out.capacity() <= start_len + limit + SLACK,
+                "{name}: capacity {} for {start_len} + {limit}",
+                out.capacity()
+            );
+        }
+        // A bomb: far more than the limit from a small input.
+        let bomb = z(&vec![0u8; 8 * MIB]);
+        assert!(bomb.len() < 512 * 1024, "{name}: {}", bomb.len());
+        for start_len in [0, 3 * MIB] {
+            let mut out = vec![7u8; start_len];
+            let before = out.capacity();
+            assert_eq!(
+                decompress(c, &bomb, &mut out, MIB),
+                Err(RecordError::DecompressedTooLarge { limit: MIB }),
+                "{name}"
+            );
+            assert_eq!(out.len(), start_len, "{name}");
+            assert_eq!(out.capacity(), before, "{name}: capacity restored");
+        }
+        // A corrupt input that fails after much output: cut short, or damaged at its end.
+        let mut damaged = blob.clone();
+        let n = damaged.len();
+        damaged[n - 40..].iter_mut().for_each(|b| *b ^= 0x5a);
+        for bad in [&blob[..blob.len() * 3 / 4], &damaged[..]] {
+            for start_len in [0, 3 * MIB] {
+                let mut out = vec![7u8; start_len];
+                let before = out.capacity();
+                let e = decompress(c, bad, &mut out, 8 * MIB).unwrap_err();
+                assert!(matches!(e, RecordError::Decompress { .. }), "{name}: {e:?}");
+                assert_eq!(out.len(), start_len, "{name}");
+                assert_eq!(out.capacity(), before, "{name}: capacity restored");
+                assert!(out.iter().all(|&b| b == 7), "{name}: contents kept");
+            }
+        }
+    }
+
+    #[cfg(feature = "gzip")]
+    #[test]
+    fn gzip_output_capacity_is_bounded_by_the_limit_and_restored_on_error() {
+        check_capacity(Compression::Gzip, gzip);
+    }
+
+    #[cfg(feature = "lz4")]
+    #[test]
+    fn lz4_output_capacity_is_bounded_by_the_limit_and_restored_on_error() {
+        check_capacity(Compression::Lz4, lz4);
+    }
+
+    #[cfg(any(feature = "zstd", feature = "zstd-native"))]
+    #[test]
+    fn zstd_output_capacity_is_bounded_by_the_limit_and_restored_on_error() {
+        check_capacity(Compression::Zstd, zstd);
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn snappy_output_capacity_is_bounded_by_the_limit_and_restored_on_error() {
+        // Xerial, as the Java producer writes it; the standard framing; and one raw block.
+        check_capacity(Compression::Snappy, |d| xerial(d, 32 * 1024));
+        check_capacity(Compression::Snappy, |d| {
+            use std::io::Write;
+            let mut e = snap::write::FrameEncoder::new(Vec::new());
+            e.write_all(d).unwrap();
+            e.into_inner().unwrap()
+        });
+        check_capacity(Compression::Snappy, |d| {
+            snap::raw::Encoder::new().compress_vec(d).unwrap()
+        });
+    }
+
+    #[test]
+    fn uncompressed_copy_capacity_is_bounded_by_the_limit() {
+        let mut out = vec![7u8; 3 * MIB];
+        let input = vec![1u8; MIB + 5];
+        decompress(Compression::None, &input, &mut out, MIB + 5).unwrap();
+        assert_eq!(out.len(), 4 * MIB + 5);
+        assert!(out.capacity() <= 4 * MIB + 5 + SLACK, "{}", out.capacity());
+    }
+
+    #[cfg(feature = "snappy")]
+    #[test]
+    fn a_raw_snappy_block_cannot_declare_more_than_it_can_expand_to() {
+        // Six bytes declaring 512 MiB, under a 1 GiB limit: rejected before allocating.
+        let mut lie = Vec::new();
+        let mut n = 512 * MIB;
+        while n >= 0x80 {
+            lie.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        lie.push(n as u8);
+        lie.push(0x00); // a one-byte literal tag
+        assert_eq!(snap::raw::decompress_len(&lie).unwrap(), 512 * MIB);
+        let mut out = Vec::new();
+        let e = decompress(Compression::Snappy, &lie, &mut out, 1024 * MIB).unwrap_err();
+        assert!(
+            matches!(e, RecordError::Decompress { codec: "snappy", ref reason }
+                if reason.contains("declares 536870912")),
+            "{e:?}"
+        );
+        assert_eq!(out.capacity(), 0, "nothing allocated");
+        // The same inside xerial framing.
+        let mut x = xerial(b"", 1);
+        x.extend_from_slice(&(lie.len() as i32).to_be_bytes());
+        x.extend_from_slice(&lie);
+        let e = decompress(Compression::Snappy, &x, &mut out, 1024 * MIB).unwrap_err();
+        assert!(matches!(e, RecordError::Decompress { .. }), "{e:?}");
+        assert_eq!(out.capacity(), 0, "nothing allocated");
+        // The bound holds for the densest blocks a compressor writes (long runs of copies
+        // of 64 bytes), so it never rejects a valid block.
+        for data in [
+            vec![0u8; 4 * MIB],
+            compressible(MIB),
+            b"a".to_vec(),
+            Vec::new(),
+        ] {
+            let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+            assert!(data.len() <= codec::max_raw_snappy_len(raw.len()));
+            out.clear();
+            decompress(Compression::Snappy, &raw, &mut out, 8 * MIB).unwrap();
+            assert_eq!(out, data);
+        }
+    }
+
+    // ---- Offsets within a batch (invariant 6) ----
+
+    /// A batch at base offset 100 whose records have `deltas`, with `last` as
+    /// `lastOffsetDelta`; each record's value is its delta.
+    fn batch_with_deltas(deltas: &[i32], last: i32) -> Vec<u8> {
+        let values: Vec<String> = deltas.iter().map(i32::to_string).collect();
+        let recs: Vec<RecordSpec<'_>> = deltas
+            .iter()
+            .zip(&values)
+            .map(|(&d, v)| (d, 0, None, Some(v.as_bytes()), &[][..]))
+            .collect();
+        encode_batch(&BatchSpec {
+            base_offset: 100,
+            last_offset_delta: Some(last),
+            records: &recs,
+            ..BatchSpec::default()
+        })
+    }
+
+    /// The offsets the consumer's loop (fast path, then careful path) delivers from the
+    /// first batch of `set`, and the error that stops it.
+    fn deliver(set: &[u8]) -> (Vec<i64>, Option<RecordError>) {
+        let b = BatchIter::new(set, true).next().unwrap().unwrap();
+        let mut it = RecordIter::new(&b.header, b.records);
+        let mut offsets = Vec::new();
+        loop {
+            let r = match it.next_fast() {
+                Some(r) => r,
+                None => match it.next() {
+                    None => return (offsets, None),
+                    Some(Ok(r)) => r,
+                    Some(Err(e)) => return (offsets, Some(e)),
+                },
+            };
+            offsets.push(r.offset);
+        }
+    }
+
+    #[test]
+    fn record_offsets_must_strictly_increase_within_the_last_offset_delta() {
+        // Compaction leaves gaps but keeps order: fine.
+        let (offsets, e) = deliver(&batch_with_deltas(&[0, 2, 7], 9));
+        assert_eq!((offsets, e), (vec![100, 102, 107], None));
+        for (deltas, last, delivered, at, what) in [
+            (
+                &[0, 2, 1][..],
+                2,
+                vec![100, 102],
+                101,
+                "record offset is below the previous record's",
+            ),
+            (
+                &[0, 1, 1][..],
+                2,
+                vec![100, 101],
+                101,
+                "record offset repeats the previous record's",
+            ),
+            (
+                &[0, 1, 5][..],
+                3,
+                vec![100, 101],
+                105,
+                "record offset delta exceeds the batch's lastOffsetDelta",
+            ),
+            (&[-1, 0][..], 0, vec![], 99, "negative record offset delta"),
+        ] {
+            let set = batch_with_deltas(deltas, last);
+            let (offsets, e) = deliver(&set);
+            let e = e.expect("an error");
+            assert_eq!(offsets, delivered, "{what}");
+            assert_eq!(e.without_offset(), &RecordError::Invalid(what));
+            assert_eq!(e.offset(), Some(at), "{what}");
+            assert!(
+                e.to_string().contains(&format!("record at offset {at}")),
+                "{e}"
+            );
+            // The plain iterator (careful path after a fast-path refusal) says the same.
+            let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+            assert_eq!(
+                RecordIter::new(&b.header, b.records).find_map(Result::err),
+                Some(e)
+            );
+            // And the fast path refuses the record rather than accepting it.
+            let mut it = RecordIter::new(&b.header, b.records);
+            for _ in 0..offsets.len() {
+                assert!(it.next_fast().is_some());
+            }
+            assert!(it.next_fast().is_none(), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_negative_last_offset_delta_is_an_error_after_the_crc_check() {
+        let recs: Vec<RecordSpec<'_>> = vec![(0, 0, None, None, &[])];
+        let mut set = encode_batch(&BatchSpec {
+            base_offset: 77,
+            last_offset_delta: Some(-1),
+            records: &recs,
+            ..BatchSpec::default()
+        });
+        let e = BatchIter::new(&set, true).next().unwrap().unwrap_err();
+        assert_eq!(e.offset(), Some(77));
+        assert_eq!(
+            e.without_offset(),
+            &RecordError::Invalid("negative lastOffsetDelta")
+        );
+        assert!(e.to_string().contains("record batch at offset 77"), "{e}");
+        // A corrupt batch is reported as corrupt first.
+        let n = set.len();
+        set[n - 1] ^= 1;
+        assert!(matches!(
+            BatchIter::new(&set, true).next(),
+            Some(Err(RecordError::CrcMismatch {
+                base_offset: 77,
+                ..
+            }))
+        ));
+        assert!(BatchIter::new(&set, false).next().unwrap().is_err());
+    }
+
+    // ---- Header keys are bytes (invariant 4) ----
+
+    #[test]
+    fn a_header_key_that_is_not_utf8_is_delivered_with_the_records_after_it() {
+        let mut w = crate::protocol::wire::Writer::new();
+        testing::encode_record(&mut w, &(0, 0, None, Some(b"a"), &[("k", Some(b"1"))]));
+        let odd: &[(&[u8], Option<&[u8]>)] = &[(&[0xff, 0xfe, b'k'], Some(b"2")), (b"", None)];
+        testing::encode_raw_record(&mut w, &(1, 0, None, Some(b"b"), odd));
+        testing::encode_record(&mut w, &(2, 0, None, Some(b"c"), &[("k", Some(b"3"))]));
+        let section = w.into_inner();
+        let set = encode_batch(&BatchSpec {
+            base_offset: 10,
+            records_section: Some(&section),
+            record_count: Some(3),
+            last_offset_delta: Some(2),
+            ..BatchSpec::default()
+        });
+        let (offsets, e) = deliver(&set);
+        assert_eq!((offsets, e), (vec![10, 11, 12], None));
+        let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+        let recs: Vec<RecordRef> = RecordIter::new(&b.header, b.records)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let headers: Vec<_> = recs[1].headers(b.records).collect();
+        assert_eq!(headers, odd);
+        assert_eq!(recs[2].value(b.records), Some(&b"c"[..]));
+    }
+
+    // ---- Errors say where (invariant 7) ----
+
+    #[test]
+    fn record_errors_name_the_record_offset_or_the_batch_offset_plus_index() {
+        // Deltas 0 and 5, then a record cut short before its offset delta: base + index.
+        let recs: Vec<RecordSpec<'_>> = vec![
+            (0, 0, None, Some(b"value"), &[]),
+            (5, 0, None, Some(b"value"), &[]),
+        ];
+        let mut section = encode_records(&recs);
+        section.extend_from_slice(&[0x08, 0x00, 0x00]); // length 4, 2 bytes present
+        let set = encode_batch(&BatchSpec {
+            base_offset: 1000,
+            records_section: Some(&section),
+            record_count: Some(3),
+            last_offset_delta: Some(9),
+            ..BatchSpec::default()
+        });
+        let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+        let (at, e) = first_located_error(&b.header, b.records);
+        assert!(matches!(e, RecordError::Decode(_)), "{e:?}");
+        assert_eq!(at, 1002, "base offset + index 2");
+        // A record whose offset delta was read: its own offset.
+        let mut section = encode_records(&recs[..1]);
+        section.extend(record_with_delta(7, &[0x0a, b'a', b'b'])); // key longer than it
+        let set = encode_batch(&BatchSpec {
+            base_offset: 1000,
+            records_section: Some(&section),
+            record_count: Some(2),
+            last_offset_delta: Some(9),
+            ..BatchSpec::default()
+        });
+        let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+        let (at, e) = first_located_error(&b.header, b.records);
+        assert!(matches!(e, RecordError::Decode(_)), "{e:?}");
+        assert_eq!(at, 1007, "base offset + the record's delta");
+        // Bytes after the last record: the batch.
+        let mut section = encode_records(&recs);
+        section.push(0);
+        let set = encode_batch(&BatchSpec {
+            base_offset: 1000,
+            records_section: Some(&section),
+            record_count: Some(2),
+            last_offset_delta: Some(5),
+            ..BatchSpec::default()
+        });
+        let b = BatchIter::new(&set, true).next().unwrap().unwrap();
+        let e = RecordIter::new(&b.header, b.records)
+            .find_map(Result::err)
+            .unwrap();
+        assert!(
+            matches!(
+                e,
+                RecordError::InBatch {
+                    base_offset: 1000,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    /// A record body: attributes, tsDelta 0, offset delta `delta`, then `rest`.
+    fn record_with_delta(delta: i32, rest: &[u8]) -> Vec<u8> {
+        let mut body = crate::protocol::wire::Writer::new();
+        body.i8(0);
+        body.varlong(0);
+        body.varint(delta);
+        body.raw(rest);
+        let body = body.into_inner();
+        let mut w = crate::protocol::wire::Writer::new();
+        w.varint(body.len() as i32);
+        w.raw(&body);
+        w.into_inner()
+    }
+
+    #[test]
+    fn every_batch_iter_error_names_the_batch() {
+        let set = encode_batch(&BatchSpec {
+            base_offset: 42,
+            ..BatchSpec::default()
+        });
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        let mut bad_length = set.clone();
+        bad_length[8..12].copy_from_slice(&13i32.to_be_bytes());
+        cases.push(bad_length);
+        let mut magic = set.clone();
+        magic[16] = 1;
+        cases.push(magic);
+        let mut short_v2 = set.clone();
+        short_v2[8..12].copy_from_slice(&48i32.to_be_bytes());
+        cases.push(short_v2);
+        let mut codec = set.clone();
+        codec[22] |= 0x07;
+        cases.push(codec);
+        let mut count = set.clone();
+        count[57..61].copy_from_slice(&(-2i32).to_be_bytes());
+        cases.push(count);
+        let mut last = set.clone();
+        last[23..27].copy_from_slice(&(-1i32).to_be_bytes());
+        cases.push(last);
+        for case in cases {
+            let e = BatchIter::new(&case, false).next().unwrap().unwrap_err();
+            assert_eq!(e.offset(), Some(42), "{e:?}");
+            assert!(e.to_string().contains("offset 42"), "{e}");
+        }
+        // Decompression does not know the batch; its caller names it.
+        let e = RecordError::DecompressedTooLarge { limit: 1 }.in_batch(42);
+        assert_eq!(e.offset(), Some(42));
+        assert_eq!(e.clone().in_batch(7), e, "located once");
+        assert_eq!(
+            e.to_string(),
+            "record batch decompresses to more than the 1-byte limit (record batch at offset 42)"
+        );
     }
 }
