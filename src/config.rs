@@ -205,8 +205,10 @@ impl ConsumerConfig {
         self
     }
 
-    /// Sets `group.id`. Group membership arrives with the group protocols; until then the
-    /// id is only recorded.
+    /// Sets `group.id`: the group whose committed offsets position newly assigned
+    /// partitions and to which [`Consumer::commit_sync`](crate::Consumer::commit_sync) and
+    /// friends commit. With manually assigned partitions the consumer is not a member of
+    /// the group; it commits as the Java client does in that mode.
     pub fn group_id(mut self, id: &str) -> Self {
         self.group_id = Some(id.to_owned());
         self
@@ -250,7 +252,7 @@ impl ConsumerConfig {
 
     /// Sets `fetch.max.wait.ms`, how long the broker may hold a fetch waiting for data.
     pub fn fetch_max_wait(mut self, d: Duration) -> Self {
-        self.fetch_max_wait = d;
+        self.fetch_max_wait = saturate(d);
         self
     }
 
@@ -270,33 +272,47 @@ impl ConsumerConfig {
 
     /// Sets `request.timeout.ms` (default 30 s).
     pub fn request_timeout(mut self, d: Duration) -> Self {
-        self.request_timeout = d;
+        self.request_timeout = saturate(d);
         self
     }
 
     /// Sets `default.api.timeout.ms`, the timeout of blocking calls such as
     /// [`Consumer::end_offsets`](crate::Consumer::end_offsets) (default 60 s).
     pub fn default_api_timeout(mut self, d: Duration) -> Self {
-        self.default_api_timeout = d;
+        self.default_api_timeout = saturate(d);
         self
     }
 
     /// Sets `reconnect.backoff.ms` and `reconnect.backoff.max.ms`.
     pub fn reconnect_backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.reconnect_backoff = initial;
-        self.reconnect_backoff_max = max.max(initial);
+        self.reconnect_backoff = saturate(initial);
+        self.reconnect_backoff_max = saturate(max.max(initial));
+        self
+    }
+
+    /// Sets `retry.backoff.max.ms`, the longest a retry waits after repeated failures
+    /// (default 1 s).
+    pub fn retry_backoff_max(mut self, d: Duration) -> Self {
+        self.retry_backoff_max = saturate(d);
+        self
+    }
+
+    /// Sets `socket.connection.setup.timeout.ms`: how long resolving a broker's name, or
+    /// connecting to one of its addresses, may take (default 10 s).
+    pub fn connection_setup_timeout(mut self, d: Duration) -> Self {
+        self.connection_setup_timeout = saturate(d);
         self
     }
 
     /// Sets `retry.backoff.ms` (default 100 ms).
     pub fn retry_backoff(mut self, d: Duration) -> Self {
-        self.retry_backoff = d;
+        self.retry_backoff = saturate(d);
         self
     }
 
     /// Sets `metadata.max.age.ms` (default 5 minutes).
     pub fn metadata_max_age(mut self, d: Duration) -> Self {
-        self.metadata_max_age = d;
+        self.metadata_max_age = saturate(d);
         self
     }
 
@@ -306,15 +322,54 @@ impl ConsumerConfig {
         self
     }
 
+    /// Checks that the settings can work together; the error names the setting and why.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.bootstrap.is_empty() {
             return Err(Error::config("bootstrap.servers is required"));
         }
         for s in &self.bootstrap {
-            parse_host_port(s)?;
+            parse_host_port(s).map_err(|e| Error::config(format!("bootstrap.servers: {e}")))?;
+        }
+        let positive = [
+            ("request.timeout.ms", self.request_timeout),
+            ("default.api.timeout.ms", self.default_api_timeout),
+            (
+                "socket.connection.setup.timeout.ms",
+                self.connection_setup_timeout,
+            ),
+        ];
+        for (key, d) in positive {
+            if d.is_zero() {
+                return Err(Error::config(format!(
+                    "{key} is 0: no answer could ever arrive in time"
+                )));
+            }
+        }
+        if self.fetch_buffer_bytes < MIN_FETCH_BUFFER_BYTES {
+            return Err(Error::config(format!(
+                "fetch.buffer.bytes is {}: it must hold at least one record batch's records (at least {MIN_FETCH_BUFFER_BYTES})",
+                self.fetch_buffer_bytes
+            )));
+        }
+        if self.fetch_max_bytes == 0 {
+            return Err(Error::config("fetch.max.bytes is 0: no fetch could return data"));
+        }
+        if self.group_id.as_deref() == Some("") {
+            return Err(Error::config("group.id is empty"));
         }
         Ok(())
     }
+}
+
+/// The smallest `fetch.buffer.bytes` accepted.
+const MIN_FETCH_BUFFER_BYTES: usize = 1024;
+
+/// The longest duration a setting takes: `i32::MAX` milliseconds (about 24.8 days), as in
+/// the Java client, whose time settings are `int`s.
+const MAX_SETTING: Duration = Duration::from_millis(i32::MAX as u64);
+
+fn saturate(d: Duration) -> Duration {
+    d.min(MAX_SETTING)
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -325,18 +380,56 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
-/// Splits `host:port` (IPv6 as `[::1]:9092`).
+/// Splits `host:port` (IPv6 as `[::1]:9092`), with an optional `PLAINTEXT://` in front.
+/// Rejects, with the reason, what could never connect: another scheme (`SSL://`, `http://`),
+/// an IPv6 address without brackets, port 0, a missing host or port.
 pub(crate) fn parse_host_port(s: &str) -> Result<(String, u16)> {
-    let s = s.strip_prefix("PLAINTEXT://").unwrap_or(s);
-    let (host, port) = s
-        .rsplit_once(':')
-        .ok_or_else(|| Error::config(format!("bootstrap server `{s}` is not host:port")))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| Error::config(format!("bootstrap server `{s}` has a bad port")))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let bad = |why: &str| Error::config(format!("bootstrap server `{s}` {why}"));
+    let mut rest = s;
+    if let Some((scheme, after)) = s.split_once("://") {
+        match scheme.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => rest = after,
+            "SSL" | "SASL_SSL" | "SASL_PLAINTEXT" => {
+                return Err(bad(&format!(
+                    "uses {scheme}, which this client does not support yet (only PLAINTEXT)"
+                )))
+            }
+            _ => return Err(bad(&format!("has an unknown scheme `{scheme}://` (expected host:port or PLAINTEXT://host:port)"))),
+        }
+    }
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| bad("has an unclosed `[`"))?;
+        let port = after
+            .strip_prefix(':')
+            .ok_or_else(|| bad("has no port after the IPv6 address"))?;
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(bad("has a bracketed host that is not an IPv6 address"));
+        }
+        (host, port)
+    } else {
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| bad("is not host:port"))?;
+        if host.contains(':') {
+            return Err(bad(
+                "has more than one `:` (write an IPv6 address in brackets: [::1]:9092)",
+            ));
+        }
+        (host, port)
+    };
+    let port: u16 = match port.parse() {
+        Ok(0) => return Err(bad("has port 0")),
+        Ok(p) => p,
+        Err(_) => return Err(bad(&format!("has a bad port `{port}`"))),
+    };
     if host.is_empty() {
-        return Err(Error::config(format!("bootstrap server `{s}` has no host")));
+        return Err(bad("has no host"));
+    }
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
+    if !host.chars().all(ok) {
+        return Err(bad("has characters a host name cannot have"));
     }
     Ok((host.to_owned(), port))
 }
@@ -418,6 +511,65 @@ mod tests {
     fn host_port_parsing() {
         assert_eq!(parse_host_port("h:1").unwrap(), ("h".into(), 1));
         assert_eq!(parse_host_port("[::1]:9092").unwrap(), ("::1".into(), 9092));
-        assert!(parse_host_port(":9").is_err());
+        assert_eq!(
+            parse_host_port("plaintext://broker-1.example:9092").unwrap(),
+            ("broker-1.example".into(), 9092)
+        );
+        for (bad, why) in [
+            (":9", "no host"),
+            ("SSL://host:9093", "SSL"),
+            ("SASL_SSL://host:9093", "SASL_SSL"),
+            ("http://host:9092", "unknown scheme"),
+            ("a:b:9092", "more than one"),
+            ("::1:9092", "more than one"),
+            ("host:0", "port 0"),
+            ("host:65536", "bad port"),
+            ("host:", "bad port"),
+            ("host", "not host:port"),
+            ("[::1:9092", "unclosed"),
+            ("[nope]:9092", "not an IPv6"),
+            ("ho st:9092", "characters"),
+        ] {
+            let e = parse_host_port(bad).expect_err(bad);
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+            let e = ConsumerConfig::new("a:1")
+                .set("bootstrap.servers", bad)
+                .map(|_| ())
+                .expect_err(bad);
+            assert_eq!(e.kind(), ErrorKind::Config);
+        }
+    }
+
+    #[test]
+    fn nonsense_settings_are_rejected_with_the_reason_and_long_durations_saturate() {
+        let ok = ConsumerConfig::new("h:1");
+        assert!(ok.validate().is_ok());
+        for (cfg, key) in [
+            (ConsumerConfig::new("h:1").request_timeout(Duration::ZERO), "request.timeout.ms"),
+            (ConsumerConfig::new("h:1").default_api_timeout(Duration::ZERO), "default.api.timeout.ms"),
+            (ConsumerConfig::new("h:1").fetch_buffer_bytes(10), "fetch.buffer.bytes"),
+            (ConsumerConfig::new("h:1").fetch_max_bytes(0), "fetch.max.bytes"),
+            (ConsumerConfig::new("h:1").group_id(""), "group.id"),
+            (ConsumerConfig::new("SSL://h:1"), "SSL"),
+        ] {
+            let e = cfg.validate().expect_err(key);
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.to_string().contains(key), "{key}: {e}");
+        }
+        let mut c = ConsumerConfig::new("h:1");
+        assert!(c.set("request.timeout.ms", "0").is_ok(), "set accepts, validate rejects");
+        assert!(c.validate().is_err());
+        let c = ConsumerConfig::new("h:1")
+            .request_timeout(Duration::MAX)
+            .default_api_timeout(Duration::MAX)
+            .fetch_max_wait(Duration::MAX)
+            .metadata_max_age(Duration::MAX)
+            .retry_backoff(Duration::MAX)
+            .retry_backoff_max(Duration::MAX)
+            .connection_setup_timeout(Duration::MAX)
+            .reconnect_backoff(Duration::MAX, Duration::MAX);
+        assert!(c.validate().is_ok());
+        assert_eq!(c.request_timeout, MAX_SETTING);
+        assert_eq!(c.default_api_timeout, MAX_SETTING);
     }
 }

@@ -38,6 +38,8 @@ mod link;
 #[cfg_attr(feature = "testing", allow(missing_docs))]
 mod protocol;
 mod record;
+#[cfg(test)]
+mod sim;
 mod types;
 
 /// Wire-format helpers for the crate's own integration tests (the fake broker). Only built
@@ -50,7 +52,10 @@ pub mod testing {
 }
 
 pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
-pub use consumer::{Consumer, Metrics, OffsetAndTimestamp, PartitionMetrics, WakeupHandle};
+pub use consumer::{
+    CommitCallback, Consumer, Metrics, OffsetAndMetadata, OffsetAndTimestamp, PartitionMetrics,
+    WakeupHandle,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
 pub use types::TopicPartition;

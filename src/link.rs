@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn a_wanted_link_connects_once_and_becomes_ready() {
         let mut l = links();
-        let now = Instant::now();
+        let now = crate::sim::Clock::new().now();
         assert!(l.ready(r(1), now).is_none());
         assert_eq!(l.connects_due(now), vec![r(1)]);
         l.begin_round();
@@ -433,7 +433,7 @@ mod tests {
     fn a_closed_link_waits_a_growing_backoff_and_only_reconnects_when_wanted() {
         let mut l = links();
         let mut j = XorShift::new(1);
-        let t0 = Instant::now();
+        let t0 = crate::sim::Clock::new().now();
         l.ready(r(1), t0);
         l.connects_due(t0);
         l.on_closed(r(1), "refused", t0, &mut j);
@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn a_throttled_link_is_not_ready_until_the_throttle_ends() {
         let mut l = links();
-        let now = Instant::now();
+        let now = crate::sim::Clock::new().now();
         l.on_ready(r(1), Versions::default());
         l.throttle(r(1), now + Duration::from_millis(300));
         l.begin_round();
@@ -469,7 +469,7 @@ mod tests {
     fn passed_instants_are_never_returned() {
         let mut l = links();
         let mut j = XorShift::new(9);
-        let now = Instant::now();
+        let now = crate::sim::Clock::new().now();
         l.ready(r(2), now);
         l.connects_due(now);
         l.on_closed(r(2), "x", now, &mut j);

@@ -498,7 +498,11 @@ impl IoLoop {
                 .commits
                 .poll_transmit(now, &mut self.links, &mut g.coordinator)
             {
-                Self::send_on(&mut self.conns, &mut self.links, t, now);
+                if let Err(t) = Self::send_on(&mut self.conns, &mut self.links, t, now) {
+                    let why = Failure::Disconnected(format!("{} is not connected", t.route));
+                    g.commits
+                        .handle_failure(t.tag.id, &why, now, &mut g.coordinator);
+                }
             }
             if let Some(t) = g
                 .coordinator

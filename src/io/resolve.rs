@@ -73,9 +73,7 @@ impl Resolver {
             let spawned = std::thread::Builder::new()
                 .name("kafka-consumer-resolve".into())
                 .spawn(move || {
-                    let result = (host.as_str(), port)
-                        .to_socket_addrs()
-                        .map(|a| a.collect::<Vec<_>>());
+                    let result = lookup(&host, port);
                     // Marked as an internal answer: the loop counts running threads with it.
                     let _ = tx.send((job | RUNNING_BIT, result));
                     let _ = waker.wake();
@@ -106,3 +104,43 @@ impl Resolver {
 
 /// Set on answers from resolver threads (job ids never reach this bit).
 const RUNNING_BIT: u64 = 1 << 63;
+
+/// The system resolver (a blocking call).
+fn lookup(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    #[cfg(feature = "testing")]
+    if let Some(answer) = testing::lookup(host, port) {
+        return answer;
+    }
+    (host, port).to_socket_addrs().map(|a| a.collect())
+}
+
+/// Names with a fixed behaviour, for the crate's own tests of resolver faults (only with
+/// the `testing` feature): `*.hang.invalid` takes [`testing::HANG`] and then fails, as a
+/// resolver that does not answer; `multi.invalid` resolves to 127.0.0.2 (where nothing
+/// listens) and then 127.0.0.1.
+#[cfg(feature = "testing")]
+pub mod testing {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    /// How long a `*.hang.invalid` lookup takes.
+    pub const HANG: Duration = Duration::from_secs(20);
+
+    pub(super) fn lookup(host: &str, port: u16) -> Option<io::Result<Vec<SocketAddr>>> {
+        if host.ends_with(".hang.invalid") {
+            std::thread::sleep(HANG);
+            return Some(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the test resolver did not answer",
+            )));
+        }
+        if host == "multi.invalid" {
+            return Some(Ok(vec![
+                SocketAddr::new(Ipv4Addr::new(127, 0, 0, 2).into(), port),
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
+            ]));
+        }
+        None
+    }
+}
