@@ -319,3 +319,66 @@ pub fn init_log() {
         }
     }
 }
+
+/// Serialises consumer creation so [`IoThread::of`] can tell which I/O thread is new.
+static CREATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The ids of this process's threads named `kafka-consumer-io`.
+fn io_thread_ids() -> std::collections::HashSet<u32> {
+    let mut ids = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let path = entry.expect("task entry").path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() == "kafka-consumer-io" {
+            if let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok()) {
+                ids.insert(id);
+            }
+        }
+    }
+    ids
+}
+
+/// One consumer's I/O thread, to measure the CPU time it uses (Linux `/proc`).
+pub struct IoThread {
+    tid: u32,
+}
+
+impl IoThread {
+    /// Creates a consumer with `config` and finds its I/O thread.
+    pub fn of(config: kafka_consumer::ConsumerConfig) -> (Consumer, IoThread) {
+        init_log();
+        let _guard = CREATE.lock().unwrap_or_else(|e| e.into_inner());
+        let before = io_thread_ids();
+        let c = Consumer::new(config).expect("consumer starts");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let new: Vec<u32> = io_thread_ids().difference(&before).copied().collect();
+            if let [tid] = new[..] {
+                return (c, IoThread { tid });
+            }
+            assert!(Instant::now() < deadline, "no new I/O thread found: {new:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// CPU time (user + system) the thread has used so far.
+    pub fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/stat", self.tid))
+            .expect("the I/O thread is alive");
+        // The command name (field 2) is in parentheses and may hold spaces: split after it.
+        let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the name.
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // USER_HZ is 100 on Linux.
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// The CPU time the thread uses while the caller waits `window` (during which the
+    /// consumer is not polled), as a fraction of the window.
+    pub fn busy_fraction_over(&self, window: Duration) -> f64 {
+        let before = self.cpu();
+        std::thread::sleep(window);
+        (self.cpu() - before).as_secs_f64() / window.as_secs_f64()
+    }
+}
