@@ -188,7 +188,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         Arc::clone(&budget),
     )?;
     let thread = std::thread::Builder::new()
-        .name("kafka-consumer-io".into())
+        .name("kafka-consumer".into())
         .spawn(move || {
             let _done = done_tx;
             let stopped = match panic::catch_unwind(AssertUnwindSafe(|| io.run())) {

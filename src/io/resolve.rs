@@ -71,7 +71,7 @@ impl Resolver {
             let tx = self.tx.clone();
             let waker = Arc::clone(&self.waker);
             let spawned = std::thread::Builder::new()
-                .name("kafka-consumer-resolve".into())
+                .name("kafka-resolver".into())
                 .spawn(move || {
                     let result = lookup(&host, port);
                     // Marked as an internal answer: the loop counts running threads with it.

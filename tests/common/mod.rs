@@ -323,13 +323,13 @@ pub fn init_log() {
 /// Serialises consumer creation so [`IoThread::of`] can tell which I/O thread is new.
 static CREATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The ids of this process's threads named `kafka-consumer-io`.
+/// The ids of this process's threads named `kafka-consumer`.
 fn io_thread_ids() -> std::collections::HashSet<u32> {
     let mut ids = std::collections::HashSet::new();
     for entry in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
         let path = entry.expect("task entry").path();
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        if comm.trim() == "kafka-consumer-io" {
+        if comm.trim() == "kafka-consumer" {
             if let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok()) {
                 ids.insert(id);
             }
