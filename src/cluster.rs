@@ -205,16 +205,6 @@ impl Cluster {
         self.names.get(id)
     }
 
-    /// Bumped each time an answer is applied.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Whether any answer has been applied yet.
-    pub fn has_answer(&self) -> bool {
-        self.last_update.is_some()
-    }
-
     // ----- what the other components ask for -------------------------------------------
 
     /// Replaces the topics one interest needs; a topic not yet known triggers a refresh.

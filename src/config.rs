@@ -352,7 +352,9 @@ impl ConsumerConfig {
             )));
         }
         if self.fetch_max_bytes == 0 {
-            return Err(Error::config("fetch.max.bytes is 0: no fetch could return data"));
+            return Err(Error::config(
+                "fetch.max.bytes is 0: no fetch could return data",
+            ));
         }
         if self.group_id.as_deref() == Some("") {
             return Err(Error::config("group.id is empty"));
@@ -394,7 +396,9 @@ pub(crate) fn parse_host_port(s: &str) -> Result<(String, u16)> {
                     "uses {scheme}, which this client does not support yet (only PLAINTEXT)"
                 )))
             }
-            _ => return Err(bad(&format!("has an unknown scheme `{scheme}://` (expected host:port or PLAINTEXT://host:port)"))),
+            _ => return Err(bad(&format!(
+                "has an unknown scheme `{scheme}://` (expected host:port or PLAINTEXT://host:port)"
+            ))),
         }
     }
     let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
@@ -545,10 +549,22 @@ mod tests {
         let ok = ConsumerConfig::new("h:1");
         assert!(ok.validate().is_ok());
         for (cfg, key) in [
-            (ConsumerConfig::new("h:1").request_timeout(Duration::ZERO), "request.timeout.ms"),
-            (ConsumerConfig::new("h:1").default_api_timeout(Duration::ZERO), "default.api.timeout.ms"),
-            (ConsumerConfig::new("h:1").fetch_buffer_bytes(10), "fetch.buffer.bytes"),
-            (ConsumerConfig::new("h:1").fetch_max_bytes(0), "fetch.max.bytes"),
+            (
+                ConsumerConfig::new("h:1").request_timeout(Duration::ZERO),
+                "request.timeout.ms",
+            ),
+            (
+                ConsumerConfig::new("h:1").default_api_timeout(Duration::ZERO),
+                "default.api.timeout.ms",
+            ),
+            (
+                ConsumerConfig::new("h:1").fetch_buffer_bytes(10),
+                "fetch.buffer.bytes",
+            ),
+            (
+                ConsumerConfig::new("h:1").fetch_max_bytes(0),
+                "fetch.max.bytes",
+            ),
             (ConsumerConfig::new("h:1").group_id(""), "group.id"),
             (ConsumerConfig::new("SSL://h:1"), "SSL"),
         ] {
@@ -557,7 +573,10 @@ mod tests {
             assert!(e.to_string().contains(key), "{key}: {e}");
         }
         let mut c = ConsumerConfig::new("h:1");
-        assert!(c.set("request.timeout.ms", "0").is_ok(), "set accepts, validate rejects");
+        assert!(
+            c.set("request.timeout.ms", "0").is_ok(),
+            "set accepts, validate rejects"
+        );
         assert!(c.validate().is_err());
         let c = ConsumerConfig::new("h:1")
             .request_timeout(Duration::MAX)

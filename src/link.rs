@@ -335,11 +335,6 @@ impl Links {
         due
     }
 
-    /// The loop started a connection on its own (for a queued request).
-    pub fn connecting(&mut self, route: Route) {
-        self.links.entry(route).or_insert_with(Link::new).state = LinkState::Connecting;
-    }
-
     /// The link negotiated its versions and is usable.
     pub fn on_ready(&mut self, route: Route, versions: Versions) {
         let link = self.links.entry(route).or_insert_with(Link::new);
@@ -368,11 +363,6 @@ impl Links {
         if let Some(l) = self.links.get_mut(&route) {
             l.in_flight = l.in_flight.saturating_sub(1);
         }
-    }
-
-    /// Whether any component wanted the link this round.
-    pub fn is_wanted(&self, route: Route) -> bool {
-        self.wanted.contains(&route)
     }
 
     /// The next instant at which a wanted link's backoff or throttle ends.

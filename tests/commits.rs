@@ -43,7 +43,11 @@ fn commit_sync_then_a_new_consumer_of_the_group_resumes_after_the_commit() {
     poll_until(&mut d, Duration::from_secs(30), "the rest", |r| {
         for rec in r {
             let tp = TopicPartition::new(rec.topic(), rec.partition());
-            assert!(rec.offset() >= consumed[&tp].offset, "{tp} read {} again", rec.offset());
+            assert!(
+                rec.offset() >= consumed[&tp].offset,
+                "{tp} read {} again",
+                rec.offset()
+            );
         }
         rest += r.len() as i64;
         rest >= 1_000 - total
@@ -73,7 +77,9 @@ fn commit_async_reports_to_its_callback_on_a_later_poll_and_metadata_is_kept() {
     c.commit_offsets_async(
         offsets,
         Some(Box::new(move |o, r| {
-            s.lock().unwrap().push((o.values().next().unwrap().offset, r.is_ok()));
+            s.lock()
+                .unwrap()
+                .push((o.values().next().unwrap().offset, r.is_ok()));
         })),
     )
     .unwrap();

@@ -128,11 +128,6 @@ impl Chunk {
         &buf[start as usize..start as usize + len as usize]
     }
 
-    /// Bytes this chunk charged beyond its frame (decompressed data, record index).
-    pub fn charged(&self) -> usize {
-        self._charge.as_ref().map_or(0, Charge::bytes)
-    }
-
     /// A chunk without records that moves the position from `from` to `to` (after an offset
     /// reset or a seek resolved by ListOffsets).
     pub fn position(tp: TopicPartition, epoch: PositionEpoch, from: i64, to: i64) -> Chunk {

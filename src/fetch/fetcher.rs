@@ -1140,9 +1140,4 @@ impl Fetcher {
     pub fn poll_event(&mut self) -> Option<FetchEvent> {
         self.events.pop_front()
     }
-
-    /// Whether any partition is assigned.
-    pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
-    }
 }

@@ -125,7 +125,6 @@ mod tests {
     use crate::protocol::api::list_offsets::{
         ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
     };
-    use crate::protocol::api::Api;
     use crate::types::NodeId;
 
     fn q(p: i32, ts: i64) -> Query {

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod fake;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -330,7 +332,11 @@ fn io_thread_ids() -> std::collections::HashSet<u32> {
         let path = entry.expect("task entry").path();
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
         if comm.trim() == "kafka-consumer" {
-            if let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok()) {
+            if let Some(id) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.parse().ok())
+            {
                 ids.insert(id);
             }
         }
@@ -356,7 +362,10 @@ impl IoThread {
             if let [tid] = new[..] {
                 return (c, IoThread { tid });
             }
-            assert!(Instant::now() < deadline, "no new I/O thread found: {new:?}");
+            assert!(
+                Instant::now() < deadline,
+                "no new I/O thread found: {new:?}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
