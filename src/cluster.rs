@@ -195,6 +195,11 @@ impl Cluster {
         self.brokers.entry(node).or_insert(broker);
     }
 
+    /// Bumped each time an answer is applied: lets a component wait for newer metadata.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The id of a topic (zero if unknown).
     pub fn topic_id(&self, topic: &str) -> Uuid {
         self.topics.get(topic).map_or(Uuid::ZERO, |t| t.id)

@@ -396,9 +396,11 @@ pub(crate) fn parse_host_port(s: &str) -> Result<(String, u16)> {
                     "uses {scheme}, which this client does not support yet (only PLAINTEXT)"
                 )))
             }
-            _ => return Err(bad(&format!(
+            _ => {
+                return Err(bad(&format!(
                 "has an unknown scheme `{scheme}://` (expected host:port or PLAINTEXT://host:port)"
-            ))),
+            )))
+            }
         }
     }
     let (host, port) = if let Some(v6) = rest.strip_prefix('[') {

@@ -22,7 +22,8 @@
 //! 2. An answer is applied to a partition only if the partition's position epoch and
 //!    position are still those the request was made for; anything else is stale and only
 //!    releases the partition for the next request.
-//! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched. Every
+//! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
+//!    whose leader an error showed to be stale until newer metadata has arrived. Every
 //!    retry path (partition errors, answers that do not move the position, failed resets,
 //!    session errors) waits a backoff that grows with consecutive failures.
 //! 4. The bytes requested by fetches in flight plus the bytes held for the application
@@ -137,6 +138,8 @@ struct Part {
     waiting_for_room: Option<u64>,
     /// Its next batch did not fit beside the rest of a response: fetch it on its own.
     solo: bool,
+    /// Its leader looked stale: wait for metadata newer than this cluster generation.
+    awaiting_metadata: Option<u64>,
     /// KIP-392: fetch from this replica until the lease ends.
     replica: Option<(NodeId, Instant)>,
     end_offset: i64,
@@ -155,6 +158,7 @@ impl Part {
             not_before: None,
             waiting_for_room: None,
             solo: false,
+            awaiting_metadata: None,
             replica: None,
             end_offset: -1,
             missing: None,
@@ -400,6 +404,13 @@ impl Fetcher {
                 continue;
             }
             p.waiting_for_room = None;
+            if p.awaiting_metadata
+                .is_some_and(|g| g == cluster.generation())
+            {
+                need_metadata = true;
+                continue;
+            }
+            p.awaiting_metadata = None;
             if !matches!(p.position, Position::At { .. } | Position::Reset { .. }) {
                 continue;
             }
@@ -846,7 +857,10 @@ impl Fetcher {
                     log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
                     p.replica = None;
                     if code != ErrorCode::OFFSET_OUT_OF_RANGE {
-                        need_metadata |= code.needs_metadata_refresh();
+                        if code.needs_metadata_refresh() {
+                            need_metadata = true;
+                            p.awaiting_metadata = Some(cluster.generation());
+                        }
                         p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
                     }
                     continue;
@@ -1004,7 +1018,9 @@ impl Fetcher {
                         log::debug!("partition {tp}: fetch error {c}");
                         p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
                         if c.needs_metadata_refresh() {
+                            // Retry once newer metadata says where the partition lives.
                             need_metadata = true;
+                            p.awaiting_metadata = Some(cluster.generation());
                         } else if !c.is_retriable() {
                             let e = Error::broker(
                                 c,
@@ -1078,6 +1094,7 @@ impl Fetcher {
                 p.backoff(now, &policy, &mut *self.jitter);
                 if a.error.needs_metadata_refresh() {
                     cluster.request_update();
+                    p.awaiting_metadata = Some(cluster.generation());
                 } else if !a.error.is_retriable() && p.retry.failures() == 1 {
                     let e = Error::broker(a.error, format!("resetting the position of {tp}"))
                         .with_partition(tp.clone());
