@@ -994,8 +994,9 @@ impl Consumer {
         })
     }
 
-    /// Stops the I/O thread and closes every connection, waiting up to 30 seconds.
-    /// Buffered records are dropped. See [`close_timeout`](Consumer::close_timeout).
+    /// Waits for asynchronous commits under way (running their callbacks), then stops the
+    /// I/O thread and closes every connection, all within 30 seconds. Buffered records are
+    /// dropped. See [`close_timeout`](Consumer::close_timeout).
     pub fn close(self) -> Result<()> {
         self.close_timeout(DROP_CLOSE_TIMEOUT)
     }
@@ -1012,9 +1013,26 @@ impl Consumer {
         }
         self.closed = true;
         self.queue.clear();
-        self.drain();
-        self.run_commit_callbacks();
-        self.io.shutdown(timeout)
+        let deadline = deadline_after(timeout);
+        // Asynchronous commits under way finish first (their callbacks run here), as in the
+        // Java client, within the same timeout.
+        loop {
+            self.drain();
+            self.run_commit_callbacks();
+            if self.async_commits.is_empty() || self.stopped.is_some() {
+                break;
+            }
+            let next = match deadline {
+                Some(d) => self.io.events.recv_deadline(d).ok(),
+                None => self.io.events.recv().ok(),
+            };
+            match next {
+                Some(ev) => self.event(ev),
+                None => break,
+            }
+        }
+        let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+        self.io.shutdown(left)
     }
 
     /// Injects a panic on the I/O thread (tests of the panic path).

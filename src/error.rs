@@ -150,7 +150,7 @@ impl Error {
         skip_to: Option<i64>,
     ) -> Error {
         let kind = match e.without_offset() {
-            RecordError::CrcMismatch { .. } => ErrorKind::Corrupt,
+            RecordError::CrcMismatch { .. } | RecordError::OffsetOrder(_) => ErrorKind::Corrupt,
             RecordError::UnsupportedMagic(_)
             | RecordError::CodecDisabled(_)
             | RecordError::UnknownCompression(_) => ErrorKind::Unsupported,

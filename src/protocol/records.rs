@@ -284,6 +284,9 @@ pub enum RecordError {
     },
     /// A structural rule is broken (the text says which).
     Invalid(&'static str),
+    /// The records' offsets contradict the batch: a negative `lastOffsetDelta`, an offset
+    /// that repeats or goes back, or one past the batch's last offset (the text says which).
+    OffsetOrder(&'static str),
     /// `error` concerns the batch at `base_offset` as a whole: its framing or header, its
     /// record count, the bytes after its last record, or (located by the caller with
     /// [`RecordError::in_batch`]) its decompression. `error` is never itself located.
@@ -526,7 +529,7 @@ impl<'a> BatchIter<'a> {
             return Err(bad_length(header.record_count, "RecordBatch.recordCount"));
         }
         if header.last_offset_delta < 0 {
-            return Err(RecordError::Invalid("negative lastOffsetDelta"));
+            return Err(RecordError::OffsetOrder("negative lastOffsetDelta"));
         }
         Ok(Some((header, total)))
     }
@@ -1119,20 +1122,20 @@ impl<'a> RecordIter<'a> {
             .checked_add(offset_delta as i64)
             .ok_or(RecordError::Invalid("record offset overflows int64"))?;
         if offset_delta < 0 {
-            return Err(RecordError::Invalid("negative record offset delta"));
+            return Err(RecordError::OffsetOrder("negative record offset delta"));
         }
         if offset_delta == self.prev_delta {
-            return Err(RecordError::Invalid(
+            return Err(RecordError::OffsetOrder(
                 "record offset repeats the previous record's",
             ));
         }
         if offset_delta < self.prev_delta {
-            return Err(RecordError::Invalid(
+            return Err(RecordError::OffsetOrder(
                 "record offset is below the previous record's",
             ));
         }
         if offset_delta > self.last_offset_delta {
-            return Err(RecordError::Invalid(
+            return Err(RecordError::OffsetOrder(
                 "record offset delta exceeds the batch's lastOffsetDelta",
             ));
         }
@@ -1331,6 +1334,9 @@ impl fmt::Display for RecordError {
                 "record batch decompresses to more than the {limit}-byte limit"
             ),
             RecordError::Invalid(what) => write!(f, "invalid record batch: {what}"),
+            RecordError::OffsetOrder(what) => {
+                write!(f, "record offsets contradict their batch: {what}")
+            }
             RecordError::InBatch { base_offset, error } => {
                 write!(f, "{error} (record batch at offset {base_offset})")
             }
@@ -2913,7 +2919,7 @@ mod tests {
             let (offsets, e) = deliver(&set);
             let e = e.expect("an error");
             assert_eq!(offsets, delivered, "{what}");
-            assert_eq!(e.without_offset(), &RecordError::Invalid(what));
+            assert_eq!(e.without_offset(), &RecordError::OffsetOrder(what));
             assert_eq!(e.offset(), Some(at), "{what}");
             assert!(
                 e.to_string().contains(&format!("record at offset {at}")),
@@ -2947,7 +2953,7 @@ mod tests {
         assert_eq!(e.offset(), Some(77));
         assert_eq!(
             e.without_offset(),
-            &RecordError::Invalid("negative lastOffsetDelta")
+            &RecordError::OffsetOrder("negative lastOffsetDelta")
         );
         assert!(e.to_string().contains("record batch at offset 77"), "{e}");
         // A corrupt batch is reported as corrupt first.
