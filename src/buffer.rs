@@ -107,17 +107,6 @@ impl Budget {
         }
     }
 
-    /// The I/O thread found no room: the next release wakes it. Returns whether there is
-    /// still no room (a release may have raced with this call).
-    pub fn starve(&self) -> bool {
-        self.starved.store(true, Ordering::Release);
-        if self.room() > 0 {
-            self.starved.store(false, Ordering::Release);
-            return false;
-        }
-        true
-    }
-
     /// The I/O thread waits for any memory to be freed: the next release wakes it.
     pub fn wake_on_release(&self) {
         self.starved.store(true, Ordering::Release);
@@ -362,7 +351,8 @@ mod tests {
         let mut c = b.try_charge(40).expect("fits exactly");
         assert!(!c.try_grow(1));
         assert_eq!(b.room(), 0);
-        assert!(b.starve());
+        b.wake_on_release();
+        assert!(b.is_starved());
         drop(a);
         assert_eq!(woken.load(Ordering::SeqCst), 1);
         assert!(!b.is_starved());

@@ -261,7 +261,11 @@ impl Consumer {
 
     fn send(&mut self, c: Command) -> Result<()> {
         self.check_open()?;
-        self.io.send(c)
+        self.io.send(c).map_err(|e| {
+            // The thread is gone: say why if it told us.
+            self.drain();
+            self.stopped.as_ref().map_or(e, Error::stopped)
+        })
     }
 
     /// Assigns exactly these partitions (replacing any previous assignment). Partitions that

@@ -56,6 +56,9 @@ use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::decode_response;
 use crate::types::{LeaderEpoch, NodeId, PositionEpoch, TopicPartition};
 
+/// Fetching waits until at least this fraction (1/n) of the budget is free.
+const MIN_ROOM_DIVISOR: usize = 8;
+
 /// Consecutive answers that do not move a partition's position before it is reported.
 const STALLS_BEFORE_REPORT: u32 = 4;
 
@@ -481,12 +484,17 @@ impl Fetcher {
         if fetches.is_empty() {
             return;
         }
+        // Fetch only with a useful share of the budget free (or nothing held at all): an
+        // application that holds most of it gets no trickle of tiny, wasted fetches.
         let mut room = self.budget.room().saturating_sub(self.reserved);
-        if room == 0 {
-            if self.reserved == 0 && !self.budget.starve() {
+        let min_room = (self.budget.cap() / MIN_ROOM_DIVISOR).max(1);
+        if room < min_room && self.budget.used() + self.reserved > 0 {
+            if self.reserved == 0 {
+                // Nothing in flight will wake us: the next release will.
+                self.budget.wake_on_release();
                 room = self.budget.room();
             }
-            if room == 0 {
+            if room < min_room {
                 return;
             }
         }
@@ -510,7 +518,7 @@ impl Fetcher {
             };
             let Some(v) = versions.pick::<FetchRequest>() else {
                 let msg = versions.unsupported::<FetchRequest>(route.peer);
-                self.report_unsupported(node, msg, &wanted);
+                self.report_unsupported(node, msg);
                 continue;
             };
             // Half the room for the response, half for decoding it (decompression, the
@@ -527,8 +535,7 @@ impl Fetcher {
         }
     }
 
-    fn report_unsupported<T>(&mut self, node: NodeId, msg: String, parts: &[(T, PositionEpoch)]) {
-        let _ = parts;
+    fn report_unsupported(&mut self, node: NodeId, msg: String) {
         if self.unsupported.get(&node) != Some(&msg) {
             log::error!("{msg}");
             self.events
@@ -582,7 +589,7 @@ impl Fetcher {
                 self.queue.push_back(t);
             }
             Err(Unsendable::NoVersion(msg) | Unsendable::TooOld(msg)) => {
-                self.report_unsupported(node, msg, &list);
+                self.report_unsupported(node, msg);
                 let policy = self.cfg.retry_backoff;
                 for (q, _) in &list {
                     if let Some(p) = self.parts.get_mut(&q.tp) {

@@ -46,6 +46,10 @@ pub(crate) struct Committed {
     pub metadata: Option<String>,
 }
 
+/// A partition's committed position for the fetcher: under which position epoch it was
+/// asked, and the offset and leader epoch (`None`: nothing committed).
+pub(crate) type FoundPosition = (TopicPartition, PositionEpoch, Option<(i64, LeaderEpoch)>);
+
 /// The answer to a committed-offsets lookup: per partition, the committed offset if any.
 pub(crate) type CommittedResult = Result<HashMap<TopicPartition, Option<Committed>>>;
 
@@ -59,7 +63,7 @@ pub(crate) enum CommitEvent {
     /// Committed offsets for the fetcher (`None`: nothing committed), and the partitions
     /// whose lookup failed (to be asked again after a backoff).
     Positions {
-        found: Vec<(TopicPartition, PositionEpoch, Option<(i64, LeaderEpoch)>)>,
+        found: Vec<FoundPosition>,
         failed: Vec<(TopicPartition, PositionEpoch)>,
     },
     /// A problem the application should hear about (the fetcher's lookups have no caller).
