@@ -134,7 +134,7 @@ fn small_poll_batches_and_crc_checks_off_still_deliver_everything() {
         &[
             ("max.poll.records", "7"),
             ("max.partition.fetch.bytes", "1000"),
-            ("fetch.buffer.bytes", "32768"),
+            ("fetch.buffer.bytes", "131072"),
             ("check.crcs", "false"),
         ],
     );

@@ -1,0 +1,190 @@
+//! The user side's handle on the I/O thread: the commands it sends, the events it gets
+//! back, and starting and stopping the thread (a panic on it is caught and reported).
+
+use std::collections::BTreeMap;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use mio::{Poll, Waker};
+
+use super::{IoLoop, WAKER};
+use crate::buffer::Budget;
+use crate::config::ConsumerConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fetch::chunk::Chunk;
+use crate::fetch::fetcher::SeekTo;
+use crate::fetch::lookup::LookupResult;
+use crate::group::commit::{Committed, CommittedResult};
+use crate::types::{PositionEpoch, TopicPartition};
+
+/// What the user side asks of the I/O thread.
+pub(crate) enum Command {
+    /// Replace the assignment. Each partition comes with its position epoch and where to
+    /// start (partitions already assigned keep their fetch state if the epoch is unchanged).
+    Assign(Vec<(TopicPartition, PositionEpoch, SeekTo)>),
+    /// Move one partition's position (new epoch); `resume` also unpauses it.
+    Seek {
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        to: SeekTo,
+        resume: bool,
+    },
+    /// Stop fetching these partitions.
+    Pause(Vec<TopicPartition>),
+    /// Look up offsets by timestamp (or the special -1 latest / -2 earliest).
+    Lookup {
+        id: u64,
+        query: Vec<(TopicPartition, i64)>,
+        deadline: Instant,
+        reply: Sender<LookupResult>,
+    },
+    /// The partitions of a topic, from metadata.
+    Partitions {
+        id: u64,
+        topic: String,
+        deadline: Instant,
+        reply: Sender<Result<Vec<TopicPartition>>>,
+    },
+    /// Commit these offsets to the group; answered on `reply`, or as an
+    /// [`Event::CommitDone`] when there is none (an asynchronous commit).
+    Commit {
+        id: u64,
+        offsets: BTreeMap<TopicPartition, Committed>,
+        deadline: Instant,
+        reply: Option<Sender<Result<()>>>,
+    },
+    /// The group's committed offsets of these partitions.
+    Committed {
+        id: u64,
+        partitions: Vec<TopicPartition>,
+        deadline: Instant,
+        reply: Sender<CommittedResult>,
+    },
+    /// The caller of request `id` stopped waiting (woken up).
+    Cancel(u64),
+    /// Panic on the I/O thread (tests of the panic path only).
+    #[cfg(any(test, feature = "testing"))]
+    Panic,
+    /// Stop the thread.
+    Shutdown,
+}
+
+/// What the I/O thread hands to the user side.
+pub(crate) enum Event {
+    /// Records (or just a position move) for one partition.
+    Chunk(Chunk),
+    /// An error for `poll` to return. `epoch` ties a partition error to a position epoch.
+    Error(Error, Option<PositionEpoch>),
+    /// A partition's end offset changed (for lag).
+    End {
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        end_offset: i64,
+    },
+    /// Asynchronous commit `id` finished.
+    CommitDone { id: u64, result: Result<()> },
+    /// The I/O thread stopped for good (an error or a panic); nothing will follow.
+    Stopped(Error),
+}
+
+/// Handle to the running I/O thread.
+pub(crate) struct IoHandle {
+    pub events: Receiver<Event>,
+    pub budget: Arc<Budget>,
+    commands: Sender<Command>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
+    /// Disconnected when the thread has ended.
+    done: Receiver<()>,
+}
+
+impl IoHandle {
+    /// Sends a command and wakes the loop.
+    pub fn send(&self, c: Command) -> Result<()> {
+        self.commands.send(c).map_err(|_| Error::closed())?;
+        self.waker
+            .wake()
+            .map_err(|e| Error::io(e, "waking the I/O thread"))
+    }
+
+    /// Stops the thread and waits up to `timeout` for it to end (it is left to finish on
+    /// its own after that). Returns an error if it did not end in time.
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
+        let _ = self.send(Command::Shutdown);
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
+        };
+        match self.done.recv_timeout(timeout) {
+            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
+                // The thread's own panics are caught and reported as events.
+                let _ = thread.join();
+                Ok(())
+            }
+            Err(RecvTimeoutError::Timeout) => Err(Error::timeout(
+                "the I/O thread did not stop within the close timeout",
+            )),
+        }
+    }
+}
+
+/// Starts the I/O thread.
+pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
+    let poll = Poll::new().map_err(|e| Error::io(e, "creating the poll instance"))?;
+    let waker = Arc::new(
+        Waker::new(poll.registry(), WAKER).map_err(|e| Error::io(e, "creating the waker"))?,
+    );
+    let wake = Arc::clone(&waker);
+    let budget = Budget::new(
+        cfg.fetch_buffer_bytes,
+        Box::new(move || {
+            let _ = wake.wake();
+        }),
+    );
+    let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
+    let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let mut io = IoLoop::new(
+        cfg,
+        poll,
+        Arc::clone(&waker),
+        cmd_rx,
+        ev_tx.clone(),
+        Arc::clone(&budget),
+    )?;
+    let thread = std::thread::Builder::new()
+        .name("kafka-consumer".into())
+        .spawn(move || {
+            let _done = done_tx;
+            let stopped = match panic::catch_unwind(AssertUnwindSafe(|| io.run())) {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(Error::io(e, "the I/O thread failed")),
+                Err(payload) => {
+                    let what = payload
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown cause".to_owned());
+                    Some(Error::new(
+                        ErrorKind::Closed,
+                        format!("the I/O thread panicked: {what}"),
+                    ))
+                }
+            };
+            if let Some(e) = stopped {
+                log::error!("{e}");
+                let _ = ev_tx.send(Event::Stopped(e));
+            }
+        })
+        .map_err(|e| Error::io(e, "starting the I/O thread"))?;
+    Ok(IoHandle {
+        commands: cmd_tx,
+        events: ev_rx,
+        budget,
+        waker,
+        thread: Some(thread),
+        done: done_rx,
+    })
+}
