@@ -12,7 +12,8 @@
 //! 3. The pool keeps at most [`POOL_SIZE`] buffers, each no larger than
 //!    [`POOL_MAX_BUFFER`]; a larger buffer is freed when its frame is dropped, so one huge
 //!    response does not stay allocated forever. It keeps a spare only while at least half
-//!    the budget stays free, so spare buffers can never keep the I/O thread from fetching.
+//!    the budget stays free, and frees its spares when the I/O thread waits for room, so
+//!    spare buffers can never keep it from fetching.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -259,6 +260,14 @@ impl Pool {
         }
     }
 
+    /// Frees every spare buffer when the I/O thread waits for room: spares never keep it
+    /// from fetching (freeing them gives their bytes back, which wakes it).
+    pub fn reclaim_if_starved(&self) {
+        if self.budget.is_starved() {
+            while self.rx.try_recv().is_ok() {}
+        }
+    }
+
     /// Keeps `buf` as a spare if it is worth it and the budget keeps at least half its
     /// room free afterwards (so spares can never stop the fetching), else frees it.
     fn give(&self, buf: Vec<u8>) {
@@ -320,6 +329,19 @@ mod tests {
         );
         drop(pool.frame(vec![0; 100], 1));
         assert_eq!(b.used(), 0, "a tiny buffer is freed, not kept");
+    }
+
+    #[test]
+    fn spares_are_freed_when_the_io_thread_waits_for_room() {
+        let b = budget(4 * N);
+        let pool = Pool::new(Arc::clone(&b));
+        drop(pool.frame(vec![0; N], 1));
+        assert_eq!(b.used(), N);
+        pool.reclaim_if_starved();
+        assert_eq!(b.used(), N, "kept while nobody waits");
+        b.wake_on_release();
+        pool.reclaim_if_starved();
+        assert_eq!(b.used(), 0);
     }
 
     #[test]

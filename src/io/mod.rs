@@ -377,6 +377,7 @@ impl IoLoop {
         while let Some(t) = self.cluster.poll_transmit(now, &mut self.links) {
             self.send(t, now);
         }
+        self.net.reclaim_spares();
         let mut happened = Vec::new();
         for (route, why) in self.links.take_close_requests() {
             self.net.close(

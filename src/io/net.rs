@@ -202,6 +202,11 @@ impl Net {
         }
     }
 
+    /// Frees spare frame buffers if the fetcher waits for memory.
+    pub fn reclaim_spares(&self) {
+        self.pool.reclaim_if_starved();
+    }
+
     /// Writes what is queued; closes connections whose writes fail.
     pub fn flush(&mut self, out: &mut Vec<NetEvent>) {
         let registry = self.poll.registry();
