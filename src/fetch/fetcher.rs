@@ -356,10 +356,20 @@ impl Fetcher {
             return;
         }
         let position = match committed {
-            Some((offset, leader_epoch)) => Position::At {
-                offset,
-                leader_epoch,
-            },
+            Some((offset, leader_epoch)) => {
+                // The application learns the position now (for `position()`), not only
+                // with the first records.
+                self.events.push_back(FetchEvent::Chunk(Chunk::position(
+                    tp.clone(),
+                    epoch,
+                    offset,
+                    offset,
+                )));
+                Position::At {
+                    offset,
+                    leader_epoch,
+                }
+            }
             None => self.default_reset(tp, epoch, None, None),
         };
         if let Some(p) = self.parts.get_mut(tp) {
