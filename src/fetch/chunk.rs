@@ -129,14 +129,21 @@ impl Chunk {
     }
 
     /// A chunk without records that moves the position from `from` to `to` (after an offset
-    /// reset or a seek resolved by ListOffsets).
-    pub fn position(tp: TopicPartition, epoch: PositionEpoch, from: i64, to: i64) -> Chunk {
+    /// reset, a seek resolved by ListOffsets, or a committed offset), whose leader epoch is
+    /// `leader_epoch`.
+    pub fn position(
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        from: i64,
+        to: i64,
+        leader_epoch: LeaderEpoch,
+    ) -> Chunk {
         Chunk {
             tp,
             epoch,
             fetch_offset: from,
             next_offset: to,
-            last_epoch: LeaderEpoch::UNKNOWN,
+            last_epoch: leader_epoch,
             end_offset: -1,
             frame: None,
             inflated: Vec::new(),

@@ -364,6 +364,7 @@ impl Fetcher {
                     epoch,
                     offset,
                     offset,
+                    leader_epoch,
                 )));
                 Position::At {
                     offset,
@@ -1147,6 +1148,7 @@ impl Fetcher {
                 epoch,
                 from.unwrap_or(a.offset),
                 a.offset,
+                a.leader_epoch,
             )));
         }
     }
