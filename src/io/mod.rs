@@ -784,24 +784,26 @@ impl IoLoop {
         let Some(conn) = self.conns.get_mut(&route) else {
             return;
         };
-        match conn.ready(registry, readable, writable, deadline) {
-            Ok(outcomes) => {
-                for o in outcomes {
-                    match o {
-                        Outcome::Ready(versions) => self.links.on_ready(route, versions),
-                        Outcome::Response { in_flight, body } => {
-                            self.route_response(route, in_flight, body, now)
-                        }
-                    }
+        let (outcomes, result) = conn.ready(registry, readable, writable, deadline);
+        // Answers that arrived before an error are handed on before the close (invariant 2).
+        for o in outcomes {
+            match o {
+                Outcome::Ready(versions) => self.links.on_ready(route, versions),
+                Outcome::Response { in_flight, body } => {
+                    self.route_response(route, in_flight, body, now)
                 }
             }
-            Err(e) if conn.state == ConnState::Connecting => {
+        }
+        let Err(e) = result else { return };
+        let registry = self.poll.registry();
+        match self.conns.get_mut(&route) {
+            Some(conn) if conn.state == ConnState::Connecting => {
                 if let Err(e) = conn.next_address(registry, now, &e.to_string()) {
                     let why = e.to_string();
                     self.close(route, &why, Failure::Disconnected(why.clone()), now);
                 }
             }
-            Err(e) => {
+            _ => {
                 let why = e.to_string();
                 self.close(route, &why, Failure::Disconnected(why.clone()), now);
             }
