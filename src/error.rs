@@ -151,6 +151,7 @@ impl Error {
     ) -> Error {
         let kind = match e.without_offset() {
             RecordError::CrcMismatch { .. } => ErrorKind::Corrupt,
+            RecordError::Invalid(_) if e.is_offset_disorder() => ErrorKind::Corrupt,
             RecordError::UnsupportedMagic(_)
             | RecordError::CodecDisabled(_)
             | RecordError::UnknownCompression(_) => ErrorKind::Unsupported,

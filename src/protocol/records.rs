@@ -327,6 +327,20 @@ impl RecordError {
         }
     }
 
+    /// Whether this is a record whose offset contradicts its batch (not above the previous
+    /// record's, or outside `0..=lastOffsetDelta`): the batch is corrupt, not undecodable.
+    pub fn is_offset_disorder(&self) -> bool {
+        matches!(
+            self.without_offset(),
+            RecordError::Invalid(
+                "negative record offset delta"
+                    | "record offset repeats the previous record's"
+                    | "record offset is below the previous record's"
+                    | "record offset delta exceeds the batch's lastOffsetDelta"
+            )
+        )
+    }
+
     /// Locates an error in the batch at `base_offset` (for errors of [`decompress`] and
     /// [`control_type`], which do not know their batch). An error that already has an
     /// offset is returned unchanged.
@@ -461,6 +475,26 @@ impl<'a> BatchIter<'a> {
     /// batch (non-zero with no batch yielded means the partition byte limit is too small).
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// After an error: the offset after the batch that failed (`baseOffset +
+    /// lastOffsetDelta + 1`, as its header says), where to seek to skip it. `None` when the
+    /// batch has no readable magic-2 header (a legacy message set, a garbled length, a
+    /// negative `lastOffsetDelta`). For a CRC mismatch the header's fields after the CRC
+    /// are unverified: the caller says so.
+    pub fn failed_batch_next_offset(&self) -> Option<i64> {
+        let rest = &self.buf[self.pos..];
+        let mut r = Reader::new(rest);
+        r.i64().ok()?;
+        let batch_length = r.i32().ok()?;
+        if batch_length < MIN_BATCH_LENGTH
+            || LOG_OVERHEAD + batch_length as usize > rest.len()
+            || rest[MAGIC_OFFSET] as i8 != 2
+        {
+            return None;
+        }
+        let header = BatchHeader::parse(rest).ok()?;
+        (header.last_offset_delta >= 0).then(|| header.next_offset())
     }
 
     fn next_batch(&mut self) -> Result<Option<RawBatch<'a>>, RecordError> {
@@ -2914,6 +2948,7 @@ mod tests {
             let e = e.expect("an error");
             assert_eq!(offsets, delivered, "{what}");
             assert_eq!(e.without_offset(), &RecordError::Invalid(what));
+            assert!(e.is_offset_disorder(), "{what}");
             assert_eq!(e.offset(), Some(at), "{what}");
             assert!(
                 e.to_string().contains(&format!("record at offset {at}")),
