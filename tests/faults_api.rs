@@ -115,8 +115,7 @@ fn offsets(recs: &[(i32, i64, Vec<u8>)]) -> Vec<i64> {
 
 // ----- 1. name resolution off the I/O thread ---------------------------------------------
 
-/// Before the refactor names were resolved on the I/O thread itself (`to_socket_addrs` in
-/// `Conn::connect`): a resolver that hung held `close()` for as long as it hung.
+// Defect at 68251e0: names were resolved on the I/O thread, so a hung lookup held close().
 #[test]
 fn close_returns_at_once_while_the_bootstrap_name_is_still_resolving() {
     let mut c = Consumer::new(
@@ -136,8 +135,7 @@ fn close_returns_at_once_while_the_bootstrap_name_is_still_resolving() {
     );
 }
 
-/// Before the refactor the bootstrap servers were tried one at a time, and the lookup of
-/// the first one (on the I/O thread) blocked everything until it failed.
+// Defect at 68251e0: bootstrap servers tried one at a time, resolved on the I/O thread.
 #[test]
 fn a_hung_bootstrap_name_does_not_delay_the_healthy_second_server() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -155,8 +153,7 @@ fn a_hung_bootstrap_name_does_not_delay_the_healthy_second_server() {
     );
 }
 
-/// Before the refactor a broker's name was resolved on the I/O thread when its connection
-/// was opened: one broker whose name hangs stalled every partition, not only its own.
+// Defect at 68251e0: a broker's name was resolved on the I/O thread, stalling every partition.
 #[test]
 fn a_broker_whose_name_hangs_holds_up_only_its_own_partitions() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -191,7 +188,7 @@ fn a_broker_whose_name_hangs_holds_up_only_its_own_partitions() {
     );
 }
 
-/// Before the refactor only the first address a name resolved to was tried.
+// Defect at 68251e0: only the first address a name resolved to was tried.
 #[test]
 fn a_name_with_several_addresses_connects_to_the_next_when_the_first_refuses() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -207,10 +204,7 @@ fn a_name_with_several_addresses_connects_to_the_next_when_the_first_refuses() {
     assert_eq!(c.partitions_for("t").expect("partitions_for"), vec![tp(0)]);
 }
 
-/// Found while writing these tests, and in the code before the refactor too: a response
-/// read in the same wake-up as the broker closing the connection was dropped with the
-/// connection, and its request was never answered nor failed (the metadata refresh it
-/// belonged to stayed "in flight" for good).
+// Defect at 68251e0 and at the start of this branch: an answer read with the close was dropped.
 #[test]
 fn an_answer_followed_at_once_by_the_broker_closing_the_connection_is_not_lost() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -225,9 +219,7 @@ fn an_answer_followed_at_once_by_the_broker_closing_the_connection_is_not_lost()
 
 // ----- 2. wakeup ---------------------------------------------------------------------------
 
-/// Before the refactor `partitions_for`, `end_offsets` and `offsets_for_times` waited on
-/// their answer only: `wakeup()` did not interrupt them (they ran to
-/// `default.api.timeout.ms`), and the wakeup was left for the next `poll`, which failed.
+// Defect at 68251e0: wakeup() did not interrupt these calls and was left for the next poll.
 #[test]
 fn wakeup_interrupts_blocked_metadata_and_offset_calls_and_leaves_no_stale_wakeup() {
     type Call = fn(&mut Consumer) -> kafka_consumer::Result<()>;
@@ -292,8 +284,7 @@ fn wakeup_interrupts_blocked_metadata_and_offset_calls_and_leaves_no_stale_wakeu
 
 // ----- 3. aborted transactions under read_uncommitted ---------------------------------------
 
-/// Before the refactor the aborted-transactions list filtered records under either
-/// isolation level.
+// Defect at 68251e0: the aborted-transactions list filtered records under read_uncommitted too.
 #[test]
 fn read_uncommitted_delivers_records_the_fetch_lists_as_aborted() {
     const PRODUCER: i64 = 7;
@@ -393,8 +384,7 @@ fn batch_with_deltas(deltas: [i32; 3], last_offset_delta: i32) -> Vec<u8> {
     })
 }
 
-/// Before the refactor record offsets were not checked against their batch: records whose
-/// offsets went backwards or past the batch's last offset were delivered as they were.
+// Defect at 68251e0: record offsets were not checked; such records were delivered as they were.
 #[test]
 fn records_whose_offsets_contradict_their_batch_are_an_error_naming_partition_and_offset() {
     // (what, the bad batch, the offending record's offset)
@@ -436,8 +426,7 @@ fn records_whose_offsets_contradict_their_batch_are_an_error_naming_partition_an
 
 // ----- 5. header keys that are not UTF-8 -----------------------------------------------------
 
-/// Before the refactor a header key that was not UTF-8 failed the whole batch (a decode
-/// error) and stopped the partition.
+// Defect at 68251e0: a non-UTF-8 header key failed the batch and stopped the partition.
 #[test]
 fn a_header_key_that_is_not_utf8_is_delivered_as_bytes_with_the_records_after_it() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -510,8 +499,7 @@ fn a_header_key_that_is_not_utf8_is_delivered_as_bytes_with_the_records_after_it
 
 // ----- 6. preferred read replica (KIP-392) ---------------------------------------------------
 
-/// Before the refactor `preferred_read_replica` was ignored: the consumer kept fetching
-/// from the leader, which answered with no records, and never got any.
+// Defect at 68251e0: preferred_read_replica was ignored; no record ever came from the leader here.
 #[test]
 fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_the_leader() {
     let fake = FakeCluster::start(2, |r| match (r.node, r.key) {
@@ -566,7 +554,7 @@ fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_
 
 // ----- 7. throttling (KIP-219) ---------------------------------------------------------------
 
-/// Before the refactor `throttle_time_ms` was ignored: the next fetch went out at once.
+// Defect at 68251e0: throttle_time_ms was ignored; the next fetch went out at once.
 #[test]
 fn a_throttled_fetch_delays_the_next_one_on_its_connection_and_consumption_goes_on() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -596,8 +584,7 @@ fn a_throttled_fetch_delays_the_next_one_on_its_connection_and_consumption_goes_
 
 // ----- 8. REBOOTSTRAP_REQUIRED (KIP-1102) -----------------------------------------------------
 
-/// Before the refactor the top-level error code of Metadata v13 was ignored: the answer
-/// was applied as an ordinary one and the bootstrap servers were never asked again.
+// Defect at 68251e0: Metadata's top-level error was ignored; the bootstrap was never asked again.
 #[test]
 fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_recover() {
     // Listener 0 is only a bootstrap server (it closes after each answer); listener 1 is
@@ -642,6 +629,8 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
             .collect::<Vec<_>>()
     };
     let before = bootstrap_metadata().len();
+    // The refresh for partitions_for goes to the least-loaded ready link, brokers before
+    // bootstrap servers: broker 0, whose control link answered the position lookup.
     armed.store(true, Ordering::SeqCst);
     assert_eq!(c.partitions_for("t").expect("partitions_for"), vec![tp(0)]);
     assert!(
@@ -669,8 +658,7 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
 
 // ----- 9. fairness ----------------------------------------------------------------------------
 
-/// Before the refactor every fetch listed its partitions sorted: the first partition was
-/// always the same, and with a full response the others could starve.
+// Defect at 68251e0: fetches listed partitions sorted, always the same one first (no rotation).
 #[test]
 fn sessionless_fetches_rotate_the_partition_that_comes_first() {
     let versions: Vec<(i16, i16, i16)> = MODERN
@@ -715,8 +703,7 @@ fn sessionless_fetches_rotate_the_partition_that_comes_first() {
 
 // ----- 10. offset lookups beside the fetch long-poll -------------------------------------------
 
-/// Before the refactor each broker had one connection: an offset lookup queued behind the
-/// fetch long-poll on it and waited up to `fetch.max.wait.ms`.
+// Defect at 68251e0: one connection per broker; lookups queued behind the fetch long-poll.
 #[test]
 fn offset_lookups_do_not_wait_behind_the_fetch_long_poll() {
     let fake = FakeCluster::start(1, |r| match r.key {
@@ -773,8 +760,7 @@ fn serve_three_each(parts: &'static [i32], latest: i64) -> FakeCluster {
     })
 }
 
-/// Before the refactor `resume` of a partition without a position fell back to
-/// `auto.offset.reset`, forgetting the pending `seek_to_beginning`.
+// Defect at 68251e0: resume without a position fell back to auto.offset.reset.
 #[test]
 fn a_pending_seek_to_beginning_survives_pause_and_resume() {
     let fake = serve_three_each(&[0], 10);
@@ -791,8 +777,7 @@ fn a_pending_seek_to_beginning_survives_pause_and_resume() {
     );
 }
 
-/// Before the refactor a seek unpaused the partition on the I/O thread: it was fetched
-/// while paused, and (auto.offset.reset=none) its OffsetOutOfRange error was reported.
+// Defect at 68251e0: a seek unpaused the partition on the I/O thread; it was fetched while paused.
 #[test]
 fn a_seek_on_a_paused_partition_does_not_fetch_it() {
     let fake = serve_three_each(&[0, 1], 3);
@@ -838,8 +823,7 @@ fn a_seek_on_a_paused_partition_does_not_fetch_it() {
     assert_eq!(e.partition(), Some(&tp(0)));
 }
 
-/// Before the refactor `pause` paused the partitions listed before the first one not
-/// assigned, then failed.
+// Defect at 68251e0: pause paused the partitions before the first unassigned one, then failed.
 #[test]
 fn pausing_a_partition_not_assigned_fails_and_pauses_nothing() {
     let fake = serve_three_each(&[0], 3);
@@ -855,8 +839,7 @@ fn pausing_a_partition_not_assigned_fails_and_pauses_nothing() {
 
 // ----- 12. errors about records name their partition and offset -------------------------------
 
-/// Before the refactor errors about a record batch named the partition but not the offset,
-/// nor where to seek to skip the batch.
+// Defect at 68251e0: record errors named no offset and no skip_to.
 #[test]
 fn an_unreadable_batch_is_an_error_naming_partition_offset_and_where_to_skip() {
     let three: Vec<RecordSpec<'_>> = (0..3)
@@ -968,7 +951,7 @@ fn committing(
     (fake, c)
 }
 
-/// Not in the code before the refactor: it could not commit at all.
+// Not a defect at 68251e0: it could not commit at all.
 #[test]
 fn commit_sync_rides_out_not_coordinator_and_a_coordinator_still_loading() {
     let (fake, mut c) = committing(
@@ -1001,7 +984,7 @@ fn commit_sync_rides_out_not_coordinator_and_a_coordinator_still_loading() {
     assert_eq!(committed, vec![("t".to_owned(), 0, 5)]);
 }
 
-/// Not in the code before the refactor: it could not commit at all.
+// Not a defect at 68251e0: it could not commit at all.
 #[test]
 fn a_commit_refused_for_an_unknown_member_says_the_group_has_active_members() {
     let (_fake, mut c) = committing(|_| 0, |_| Some(UNKNOWN_MEMBER_ID), |cfg| cfg);
@@ -1010,7 +993,7 @@ fn a_commit_refused_for_an_unknown_member_says_the_group_has_active_members() {
     assert!(e.to_string().contains("active members"), "{e}");
 }
 
-/// Not in the code before the refactor: it could not commit at all.
+// Not a defect at 68251e0: it could not commit at all.
 #[test]
 fn a_coordinator_that_never_answers_times_commit_sync_out_at_default_api_timeout() {
     let (fake, mut c) = committing(
