@@ -227,15 +227,13 @@ pub(crate) fn build_chunk(
     // Records expected in the whole set, from the first batch's density (bounded by bytes).
     let mut hint: Option<usize> = None;
 
-    for batch in BatchIter::new(set, input.check_crcs) {
+    let mut batches = BatchIter::new(set, input.check_crcs);
+    let mut bad_batch = None;
+    for batch in batches.by_ref() {
         let batch = match batch {
             Ok(b) => b,
             Err(e) => {
-                stop = Some(Stop::Error {
-                    offset: e.offset().unwrap_or(next_offset),
-                    skip_to: None,
-                    error: e,
-                });
+                bad_batch = Some(e);
                 break;
             }
         };
@@ -372,6 +370,15 @@ pub(crate) fn build_chunk(
         }
         next_offset = h.next_offset();
         last_epoch = LeaderEpoch(h.partition_leader_epoch);
+    }
+
+    if let Some(e) = bad_batch {
+        // Where to seek to skip it, when its header could be read.
+        stop = Some(Stop::Error {
+            offset: e.offset().unwrap_or(next_offset),
+            skip_to: batches.failed_batch_next_offset(),
+            error: e,
+        });
     }
 
     let chunk = (next_offset != input.fetch_offset || !records.is_empty()).then(|| {
@@ -735,6 +742,44 @@ mod tests {
         );
         assert_eq!(e.offset(), Some(2));
         assert_eq!(d.chunk.unwrap().next_offset, 2);
+    }
+
+    #[test]
+    fn a_batch_error_says_where_to_skip_when_the_batch_header_is_readable() {
+        let mut set = batch(0, 2, -1, false);
+        let mut bad = batch(2, 3, -1, false);
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        set.extend(&bad);
+        let d = run(&set, 0, None);
+        assert!(
+            matches!(
+                d.stop,
+                Some(Stop::Error {
+                    offset: 2,
+                    skip_to: Some(5),
+                    error: RecordError::CrcMismatch { .. }
+                })
+            ),
+            "{:?}",
+            d.stop
+        );
+        // A legacy message set has no batch header to read the end from.
+        let mut legacy = batch(2, 3, -1, false);
+        legacy[16] = 1;
+        let d = run_unchecked(&legacy, 0);
+        assert!(
+            matches!(
+                d.stop,
+                Some(Stop::Error {
+                    offset: 2,
+                    skip_to: None,
+                    ..
+                })
+            ),
+            "{:?}",
+            d.stop
+        );
     }
 
     #[test]

@@ -14,10 +14,12 @@
 //!
 //! Invariants:
 //! 1. Commits go out one at a time, in the order they were made, and a failed one is
-//!    retried before any later one is sent: an older commit can never overwrite a newer one.
+//!    retried (until its deadline) before any later one is sent: an older commit can never
+//!    overwrite a newer one. One whose deadline passes while it is on the wire stays ahead
+//!    of the later ones until it is answered or fails.
 //! 2. Every commit and every offset fetch for the application ends with exactly one event:
-//!    success, the first non-retriable error, or a timeout at its deadline that says what
-//!    went wrong last.
+//!    success, the first non-retriable error, or a timeout at its deadline (even with a
+//!    request on the wire) that says what went wrong last.
 //! 3. Retries back off with a growing delay; coordinator errors make the coordinator be
 //!    found again.
 //! 4. A committed-offset lookup for the fetcher never turns a failure into "nothing
@@ -107,6 +109,10 @@ struct CommitJob {
     not_before: Option<Instant>,
     in_flight: Option<u64>,
     last_problem: Option<String>,
+    /// Its deadline passed while its request was on the wire: the caller was told it timed
+    /// out, and the request is left to finish (its answer ignored) so that later commits
+    /// still go out after it (invariant 1).
+    abandoned: bool,
 }
 
 #[derive(Debug)]
@@ -180,6 +186,7 @@ impl Commits {
             not_before: None,
             in_flight: None,
             last_problem: None,
+            abandoned: false,
         });
     }
 
@@ -333,7 +340,13 @@ impl Commits {
 
     fn retry_request(&mut self, rid: u64, why: String, now: Instant) {
         let policy = self.cfg.retry_backoff;
-        if let Some(job) = self.commits.iter_mut().find(|j| j.in_flight == Some(rid)) {
+        if let Some(pos) = self.commits.iter().position(|j| j.in_flight == Some(rid)) {
+            if self.commits[pos].abandoned {
+                // Its caller has heard of the timeout: no retry.
+                self.commits.remove(pos);
+                return;
+            }
+            let job = &mut self.commits[pos];
             job.in_flight = None;
             job.not_before = Some(now + job.retry.failed(&policy, &mut *self.jitter));
             job.last_problem = Some(why);
@@ -398,6 +411,11 @@ impl Commits {
         let Some(pos) = self.commits.iter().position(|j| j.in_flight == Some(rid)) else {
             return;
         };
+        if self.commits[pos].abandoned {
+            // Its caller has heard of the timeout; later commits may go now.
+            self.commits.remove(pos);
+            return;
+        }
         let group = coordinator.group_id().to_owned();
         let mut answers: HashMap<(&str, i32), ErrorCode> = HashMap::new();
         for t in &resp.topics {
@@ -590,42 +608,60 @@ impl Commits {
         }
     }
 
-    /// Ends the application's requests whose deadline passed.
+    /// Ends the application's requests whose deadline passed, whether or not a request of
+    /// theirs is on the wire (invariant 2).
     pub fn handle_timeout(&mut self, now: Instant, coordinator: &Coordinator) {
-        let reason = |last: &Option<String>| -> String {
+        let sent = &self.sent;
+        let reason = |last: &Option<String>, in_flight: Option<u64>| -> String {
             if let Some(e) = coordinator.fatal() {
                 return format!(": {e}");
             }
-            match last.as_deref().or(coordinator.last_problem()) {
-                Some(p) => format!(" (last problem: {p})"),
-                None => " (the group coordinator was not found)".to_owned(),
+            let waiting = in_flight.and_then(|rid| sent.get(&rid)).map(|s| match s {
+                Sent::Commit { route } => {
+                    format!("no answer yet to the OffsetCommit sent to {route}")
+                }
+                Sent::Fetch { route } => {
+                    format!("no answer yet to the OffsetFetch sent to {route}")
+                }
+            });
+            match (waiting, last.as_deref().or(coordinator.last_problem())) {
+                (Some(w), Some(p)) => format!(" (last problem: {w}; before that: {p})"),
+                (Some(p), None) => format!(" (last problem: {p})"),
+                (None, Some(p)) => format!(" (last problem: {p})"),
+                (None, None) => " (the group coordinator was not found)".to_owned(),
             }
         };
         let mut i = 0;
         while i < self.commits.len() {
             let job = &self.commits[i];
-            // A commit on the wire is left to its request timeout (its answer counts).
-            if now >= job.deadline && job.in_flight.is_none() {
-                let why = reason(&job.last_problem);
-                if let Some(job) = self.commits.remove(i) {
-                    self.events.push_back(CommitEvent::Committed {
-                        id: job.id,
-                        result: Err(Error::timeout(format!("committing offsets timed out{why}"))),
-                    });
+            if now >= job.deadline && !job.abandoned {
+                let why = reason(&job.last_problem, job.in_flight);
+                let event = CommitEvent::Committed {
+                    id: job.id,
+                    result: Err(Error::timeout(format!("committing offsets timed out{why}"))),
+                };
+                if job.in_flight.is_some() {
+                    // Left to finish on the wire, ahead of later commits (invariant 1).
+                    self.commits[i].abandoned = true;
+                } else {
+                    self.commits.remove(i);
+                    self.events.push_back(event);
+                    continue;
                 }
-                continue;
+                self.events.push_back(event);
             }
             i += 1;
         }
         let mut i = 0;
         while i < self.fetches.len() {
             let job = &self.fetches[i];
+            // A lookup's answer changes nothing: one still on the wire is simply ignored.
             let expired = match &job.purpose {
-                FetchFor::User { deadline, .. } => now >= *deadline && job.in_flight.is_none(),
+                FetchFor::User { deadline, .. } => now >= *deadline,
                 FetchFor::Positions(_) => false,
             };
             if expired {
-                let why = reason(&job.last_problem);
+                let why = reason(&job.last_problem, job.in_flight);
                 let job = self.fetches.swap_remove(i);
                 if let FetchFor::User { id, .. } = job.purpose {
                     self.events.push_back(CommitEvent::Offsets {

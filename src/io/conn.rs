@@ -260,19 +260,33 @@ impl Conn {
         );
     }
 
-    /// Handles readiness. Returns what came in, or an error after which the caller closes
-    /// the connection (or, while connecting, tries the next address).
+    /// Handles readiness. Returns what came in, and an error after which the caller closes
+    /// the connection (or, while connecting, tries the next address). What came in before
+    /// the error (answers followed at once by the broker closing the connection) is
+    /// returned with it, to be handed on before the close fails the rest.
     pub fn ready(
         &mut self,
         registry: &Registry,
         readable: bool,
         writable: bool,
         deadline: Instant,
-    ) -> io::Result<Vec<Outcome>> {
+    ) -> (Vec<Outcome>, io::Result<()>) {
         let mut out = Vec::new();
+        let result = self.ready_into(&mut out, registry, readable, writable, deadline);
+        (out, result)
+    }
+
+    fn ready_into(
+        &mut self,
+        out: &mut Vec<Outcome>,
+        registry: &Registry,
+        readable: bool,
+        writable: bool,
+        deadline: Instant,
+    ) -> io::Result<()> {
         if self.state == ConnState::Connecting {
             if !writable && !readable {
-                return Ok(out);
+                return Ok(());
             }
             let stream = self.stream.as_ref().ok_or_else(not_connected)?;
             if let Some(e) = stream.take_error()? {
@@ -280,7 +294,7 @@ impl Conn {
             }
             match stream.peer_addr() {
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(out),
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
                 Err(e) => return Err(e),
             }
             let _ = stream.set_nodelay(true);
@@ -292,10 +306,9 @@ impl Conn {
             self.flush()?;
         }
         if readable {
-            self.read_frames(&mut out, deadline)?;
+            self.read_frames(out, deadline)?;
         }
-        self.update_interest(registry)?;
-        Ok(out)
+        self.update_interest(registry)
     }
 
     fn send_api_versions(&mut self, deadline: Instant) {

@@ -115,27 +115,23 @@ impl Net {
         let Some(conn) = self.conns.get_mut(&route) else {
             return;
         };
-        match conn.ready(registry, readable, writable, deadline) {
-            Ok(outcomes) => {
-                for o in outcomes {
-                    out.push(match o {
-                        Outcome::Ready(versions) => NetEvent::Ready(route, versions),
-                        Outcome::Response { in_flight, body } => {
-                            NetEvent::Response(route, in_flight, body)
-                        }
-                    });
-                }
-            }
-            Err(e) if conn.state == ConnState::Connecting => {
-                if let Err(e) = conn.next_address(registry, now, &e.to_string()) {
-                    let why = e.to_string();
-                    self.close(route, &why, Failure::Disconnected(why.clone()), out);
-                }
-            }
-            Err(e) => {
+        let (outcomes, result) = conn.ready(registry, readable, writable, deadline);
+        // Answers that arrived before an error are handed on before the close.
+        for o in outcomes {
+            out.push(match o {
+                Outcome::Ready(versions) => NetEvent::Ready(route, versions),
+                Outcome::Response { in_flight, body } => NetEvent::Response(route, in_flight, body),
+            });
+        }
+        let Err(e) = result else { return };
+        if conn.state == ConnState::Connecting {
+            if let Err(e) = conn.next_address(registry, now, &e.to_string()) {
                 let why = e.to_string();
                 self.close(route, &why, Failure::Disconnected(why.clone()), out);
             }
+        } else {
+            let why = e.to_string();
+            self.close(route, &why, Failure::Disconnected(why.clone()), out);
         }
     }
 

@@ -466,6 +466,26 @@ impl<'a> BatchIter<'a> {
         self.pos
     }
 
+    /// After an error: the offset after the batch that failed (`baseOffset +
+    /// lastOffsetDelta + 1`, as its header says), where to seek to skip it. `None` when the
+    /// batch has no readable magic-2 header (a legacy message set, a garbled length, a
+    /// negative `lastOffsetDelta`). For a CRC mismatch the header's fields after the CRC
+    /// are unverified: the caller says so.
+    pub fn failed_batch_next_offset(&self) -> Option<i64> {
+        let rest = &self.buf[self.pos..];
+        let mut r = Reader::new(rest);
+        r.i64().ok()?;
+        let batch_length = r.i32().ok()?;
+        if batch_length < MIN_BATCH_LENGTH
+            || LOG_OVERHEAD + batch_length as usize > rest.len()
+            || rest[MAGIC_OFFSET] as i8 != 2
+        {
+            return None;
+        }
+        let header = BatchHeader::parse(rest).ok()?;
+        (header.last_offset_delta >= 0).then(|| header.next_offset())
+    }
+
     fn next_batch(&mut self) -> Result<Option<RawBatch<'a>>, RecordError> {
         let rest = &self.buf[self.pos..];
         if rest.len() < LOG_OVERHEAD {
