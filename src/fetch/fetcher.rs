@@ -23,7 +23,8 @@
 //!    position are still those the request was made for; anything else is stale and only
 //!    releases the partition for the next request.
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
-//!    whose leader an error showed to be stale until newer metadata has arrived. Every
+//!    whose leader an error showed to be stale (or whose preferred read replica the
+//!    metadata does not list) until newer metadata has arrived. Every
 //!    retry path (partition errors, answers that do not move the position, failed resets,
 //!    session errors) waits a backoff that grows with consecutive failures.
 //! 4. The bytes requested by fetches in flight plus the bytes held for the application
@@ -818,8 +819,9 @@ impl Fetcher {
         self.node_backoff.remove(&node);
         let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
             sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
-        // Memory freed after this point lets a partition that did not fit try again.
-        let releases_before = self.budget.releases();
+        // Partitions whose next batch did not fit: they wait for the application to free
+        // memory (noted below, once this answer's own memory is given back).
+        let mut no_room: Vec<TopicPartition> = Vec::new();
         let mut need_metadata = false;
         for t in &resp.responses {
             let name: Arc<str> = if version >= 13 {
@@ -880,7 +882,9 @@ impl Fetcher {
                             log::debug!("partition {tp}: fetching from preferred replica {r}");
                             p.replica = Some((r, now + self.cfg.replica_lease));
                             if cluster.broker(r).is_none() {
+                                // Asking the leader again would only redirect again.
                                 need_metadata = true;
+                                p.awaiting_metadata = Some(cluster.generation());
                             }
                             continue;
                         }
@@ -957,8 +961,7 @@ impl Fetcher {
                                 ..
                             }) => {
                                 log::debug!("partition {tp}: batch at {offset} waits for memory");
-                                p.waiting_for_room = Some(releases_before);
-                                self.budget.wake_on_release();
+                                no_room.push(tp.clone());
                             }
                             Some(Stop::NoRoom {
                                 offset,
@@ -1031,6 +1034,19 @@ impl Fetcher {
                             self.events.push_back(FetchEvent::Error(e, Some(epoch)));
                         }
                     }
+                }
+            }
+        }
+        if !no_room.is_empty() {
+            // Only memory the application frees counts: this answer's frame (unless chunks
+            // hold it) is given back first, and the count read before the wake is armed, so
+            // a release racing with this is never missed.
+            drop(frame);
+            let releases = self.budget.releases();
+            self.budget.wake_on_release();
+            for tp in no_room {
+                if let Some(p) = self.parts.get_mut(&tp) {
+                    p.waiting_for_room = Some(releases);
                 }
             }
         }
@@ -1158,3 +1174,7 @@ impl Fetcher {
         self.events.pop_front()
     }
 }
+
+#[cfg(test)]
+#[path = "fetcher_tests.rs"]
+mod tests;
