@@ -24,9 +24,9 @@
 //!    releases the partition for the next request.
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
 //!    whose leader an error showed to be stale (or whose preferred read replica the
-//!    metadata does not list) until newer metadata has arrived. Every
-//!    retry path (partition errors, answers that do not move the position, failed resets,
-//!    session errors) waits a backoff that grows with consecutive failures.
+//!    metadata does not list) until newer metadata has arrived. Every retry path
+//!    (partition errors, answers that do not move the position, failed resets, session
+//!    errors) waits a backoff that grows with consecutive failures.
 //! 4. The bytes requested by fetches in flight plus the bytes held for the application
 //!    never exceed `fetch.buffer.bytes` (a response may overshoot by what the broker must
 //!    return whole, KIP-74); a partition whose next batch does not fit waits until the
