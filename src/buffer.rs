@@ -8,7 +8,9 @@
 //!    the I/O thread charges; it charges beyond the cap only for a response it already
 //!    received ([`Budget::charge`]), everything else goes through [`Budget::try_charge`].
 //! 2. A [`Charge`] gives its bytes back when dropped, on whatever thread drops it; when the
-//!    I/O thread had stopped fetching for lack of room, giving back wakes it.
+//!    I/O thread had stopped fetching for lack of room, giving back wakes it. Memory the
+//!    application frees (a chunk it drops) is also counted on its own, once its bytes are
+//!    back, for partitions that wait for exactly that ([`Budget::app_frees`]).
 //! 3. The pool keeps at most [`POOL_SIZE`] buffers, each no larger than
 //!    [`POOL_MAX_BUFFER`]; a larger buffer is freed when its frame is dropped, so one huge
 //!    response does not stay allocated forever. It keeps a spare only while at least half
@@ -35,8 +37,11 @@ pub(crate) struct Budget {
     used: AtomicUsize,
     /// Set by the I/O thread when it stopped fetching for lack of room.
     starved: AtomicBool,
-    /// Counts releases, so the I/O thread can tell whether memory was freed since.
-    releases: AtomicU64,
+    /// Counts the chunks the application dropped: memory the I/O thread gives back itself
+    /// (an answer's frame, spare buffers) makes no batch that did not fit fit.
+    app_frees: AtomicU64,
+    /// Set by the I/O thread when a partition waits for the application to free memory.
+    app_awaited: AtomicBool,
     wake: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -48,7 +53,8 @@ impl Budget {
             cap,
             used: AtomicUsize::new(0),
             starved: AtomicBool::new(false),
-            releases: AtomicU64::new(0),
+            app_frees: AtomicU64::new(0),
+            app_awaited: AtomicBool::new(false),
             wake,
         })
     }
@@ -66,11 +72,6 @@ impl Budget {
     /// Bytes that may still be charged. Only grows behind the I/O thread's back.
     pub fn room(&self) -> usize {
         self.cap.saturating_sub(self.used())
-    }
-
-    /// How many times bytes were given back so far.
-    pub fn releases(&self) -> u64 {
-        self.releases.load(Ordering::Acquire)
     }
 
     /// Whether the I/O thread is waiting for room.
@@ -118,9 +119,22 @@ impl Budget {
         true
     }
 
-    /// The I/O thread waits for any memory to be freed: the next release wakes it.
-    pub fn wake_on_release(&self) {
-        self.starved.store(true, Ordering::Release);
+    /// How many times the application freed memory (dropped a chunk) so far.
+    pub fn app_frees(&self) -> u64 {
+        self.app_frees.load(Ordering::Acquire)
+    }
+
+    /// The I/O thread waits for the application to free memory: its next free wakes it.
+    pub fn wake_on_app_free(&self) {
+        self.app_awaited.store(true, Ordering::Release);
+    }
+
+    /// The application freed memory (called once the bytes are given back).
+    pub fn app_freed(&self) {
+        self.app_frees.fetch_add(1, Ordering::AcqRel);
+        if self.app_awaited.swap(false, Ordering::AcqRel) {
+            (self.wake)();
+        }
     }
 
     fn release(&self, n: usize) {
@@ -128,7 +142,6 @@ impl Budget {
             return;
         }
         self.used.fetch_sub(n, Ordering::AcqRel);
-        self.releases.fetch_add(1, Ordering::AcqRel);
         if self.starved.swap(false, Ordering::AcqRel) {
             (self.wake)();
         }
@@ -156,6 +169,11 @@ impl Charge {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.n
+    }
+
+    /// The budget charged.
+    pub fn budget(&self) -> &Arc<Budget> {
+        &self.budget
     }
 
     /// Charges `more` bytes to this charge if they fit under the cap.

@@ -508,6 +508,8 @@ pub(crate) struct SimBroker {
     pub committed: BTreeMap<TopicPartition, i64>,
     /// At most this many records per partition in one Fetch answer.
     pub max_records: i32,
+    /// Bytes of padding in each record's value (to make answers take memory).
+    pub pad: usize,
     /// Whether Fetch answers open sessions (KIP-227).
     pub sessions: bool,
     sessions_by_node: HashMap<i32, SimSession>,
@@ -524,6 +526,7 @@ impl SimBroker {
             coordinator: nodes[0],
             committed: BTreeMap::new(),
             max_records: 10,
+            pad: 0,
             sessions: false,
             sessions_by_node: HashMap::new(),
             next_session: 1000,
@@ -866,17 +869,20 @@ impl SimBroker {
                 Some(p) if p.leader != node && p.follower != node => {
                     a.error_code = ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
                 }
-                Some(p) if p.leader == node && p.redirect && p.follower >= 0 => {
-                    a.high_watermark = p.log_end;
-                    a.last_stable_offset = p.log_end;
-                    a.log_start_offset = p.log_start;
-                    a.preferred_read_replica = p.follower;
-                }
                 Some(p) if offset < p.log_start || offset > p.log_end => {
                     a.error_code = ErrorCode::OFFSET_OUT_OF_RANGE.code();
                     a.high_watermark = p.log_end;
                     a.last_stable_offset = p.log_end;
                     a.log_start_offset = p.log_start;
+                }
+                // Kafka's leader only sends consumers to a follower that holds the offset.
+                Some(p)
+                    if p.leader == node && p.redirect && p.follower >= 0 && p.follower != node =>
+                {
+                    a.high_watermark = p.log_end;
+                    a.last_stable_offset = p.log_end;
+                    a.log_start_offset = p.log_start;
+                    a.preferred_read_replica = p.follower;
                 }
                 Some(p) => {
                     a.high_watermark = p.log_end;
@@ -884,7 +890,7 @@ impl SimBroker {
                     a.log_start_offset = p.log_start;
                     let n = (p.log_end - offset).min(self.max_records as i64) as i32;
                     if n > 0 {
-                        a.records = batch_with(offset, n, 0, p.epoch);
+                        a.records = batch_with(offset, n, self.pad, p.epoch);
                     }
                 }
             }

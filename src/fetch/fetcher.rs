@@ -135,7 +135,7 @@ struct Part {
     in_flight: Option<u64>,
     retry: Retry,
     not_before: Option<Instant>,
-    /// Waiting for the application to free memory: the budget's release count then.
+    /// Waiting for the application to free memory: the budget's count of its frees then.
     waiting_for_room: Option<u64>,
     /// Its next batch did not fit beside the rest of a response: fetch it on its own.
     solo: bool,
@@ -392,7 +392,7 @@ impl Fetcher {
     }
 
     fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
-        let releases = self.budget.releases();
+        let frees = self.budget.app_frees();
         let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
         let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
         let mut solos: BTreeMap<NodeId, TopicPartition> = BTreeMap::new();
@@ -401,7 +401,7 @@ impl Fetcher {
             if p.paused || p.in_flight.is_some() || p.not_before.is_some_and(|t| now < t) {
                 continue;
             }
-            if p.waiting_for_room.is_some_and(|r| r == releases) {
+            if p.waiting_for_room.is_some_and(|r| r == frees) {
                 continue;
             }
             p.waiting_for_room = None;
@@ -819,9 +819,9 @@ impl Fetcher {
         self.node_backoff.remove(&node);
         let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
             sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
-        // Partitions whose next batch did not fit: they wait for the application to free
-        // memory (noted below, once this answer's own memory is given back).
-        let mut no_room: Vec<TopicPartition> = Vec::new();
+        // Memory the application frees after this point lets a partition that did not fit
+        // try again (memory this thread gives back does not count: it changes nothing).
+        let frees_before = self.budget.app_frees();
         let mut need_metadata = false;
         for t in &resp.responses {
             let name: Arc<str> = if version >= 13 {
@@ -961,7 +961,8 @@ impl Fetcher {
                                 ..
                             }) => {
                                 log::debug!("partition {tp}: batch at {offset} waits for memory");
-                                no_room.push(tp.clone());
+                                p.waiting_for_room = Some(frees_before);
+                                self.budget.wake_on_app_free();
                             }
                             Some(Stop::NoRoom {
                                 offset,
@@ -1034,19 +1035,6 @@ impl Fetcher {
                             self.events.push_back(FetchEvent::Error(e, Some(epoch)));
                         }
                     }
-                }
-            }
-        }
-        if !no_room.is_empty() {
-            // Only memory the application frees counts: this answer's frame (unless chunks
-            // hold it) is given back first, and the count read before the wake is armed, so
-            // a release racing with this is never missed.
-            drop(frame);
-            let releases = self.budget.releases();
-            self.budget.wake_on_release();
-            for tp in no_room {
-                if let Some(p) = self.parts.get_mut(&tp) {
-                    p.waiting_for_room = Some(releases);
                 }
             }
         }

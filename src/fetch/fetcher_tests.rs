@@ -30,6 +30,10 @@ pub(super) struct Rig {
     /// Metadata requests are held here instead of answered at once.
     pub hold_metadata: bool,
     pub held_metadata: Vec<Transmit>,
+    /// Metadata requests sent so far.
+    pub metadata_sent: usize,
+    /// Links closed at the fetcher's request (their requests in flight fail).
+    pub closed: Vec<Route>,
 }
 
 impl Rig {
@@ -50,6 +54,8 @@ impl Rig {
             next_epoch: 0,
             hold_metadata: false,
             held_metadata: Vec::new(),
+            metadata_sent: 0,
+            closed: Vec::new(),
         }
     }
 
@@ -104,6 +110,7 @@ impl Rig {
         }
         while let Some(t) = self.cluster.poll_transmit(now, &mut self.net.links) {
             self.net.sent(&t);
+            self.metadata_sent += 1;
             if self.hold_metadata {
                 self.held_metadata.push(t);
             } else {
@@ -112,6 +119,7 @@ impl Rig {
         }
         for (route, why) in self.net.links.take_close_requests() {
             self.net.close(route, &why);
+            self.closed.push(route);
         }
         self.net.connect_wanted();
         out
@@ -1242,9 +1250,20 @@ fn a_batch_that_does_not_fit_beside_what_the_application_holds_waits_for_memory(
     r.fetcher.pause(&[t1()]);
 
     // t-0's next batch: 1000 records, a frame of ~12 KB and an index of ~56 KB: it fits in
-    // the budget alone, not beside the held chunk.
-    r.assign(&[(t0(), SeekTo::Offset(0)), (t1(), SeekTo::Offset(10))]);
-    let t = r.send();
+    // the budget alone, not beside the held chunk. v-0 (broker 2) keeps long-polling.
+    let v0 = tp("v", 0);
+    r.broker = r.broker.clone().topic("v", &[2], 0);
+    r.assign(&[
+        (t0(), SeekTo::Offset(0)),
+        (t1(), SeekTo::Offset(10)),
+        (v0.clone(), SeekTo::Offset(0)),
+    ]);
+    let mut ts = r.sends();
+    let i = ts
+        .iter()
+        .position(|t| t.route == fetch_route(1))
+        .expect("t-0 fetched");
+    let t = ts.remove(i);
     assert_eq!(r.fetched(&t), vec![(t0(), 0)]);
     r.answer_with(&t, |a| a.part(&t0()).records = big_batch(1_000));
     let ev = r.events();
@@ -1255,12 +1274,23 @@ fn a_batch_that_does_not_fit_beside_what_the_application_holds_waits_for_memory(
         "the answer's frame was given back"
     );
     for _ in 0..5 {
+        // Other answers come and go (the fetcher gives their frames back itself).
+        for t in std::mem::take(&mut ts) {
+            r.answer(&t);
+        }
         r.advance(Duration::from_secs(1));
-        let ts = r.round();
-        assert!(
-            ts.is_empty(),
-            "fetched again before the application freed memory: {ts:?}"
-        );
+        ts = r.sends();
+        assert!(!ts.is_empty(), "v-0 long-polls all along");
+        for t in &ts {
+            assert_eq!(
+                r.fetched(t),
+                vec![(v0.clone(), 0)],
+                "fetched again before the application freed memory"
+            );
+        }
+    }
+    for t in std::mem::take(&mut ts) {
+        r.answer(&t);
     }
     let woken = r.wakes.load(Ordering::SeqCst);
     drop(held);
@@ -1269,7 +1299,11 @@ fn a_batch_that_does_not_fit_beside_what_the_application_holds_waits_for_memory(
         woken + 1,
         "the application freeing memory wakes the loop"
     );
-    let t = r.send();
+    let t = r
+        .sends()
+        .into_iter()
+        .find(|t| t.route == fetch_route(1))
+        .expect("t-0 fetched again");
     assert_eq!(r.fetched(&t), vec![(t0(), 0)]);
     r.answer_with(&t, |a| a.part(&t0()).records = big_batch(1_000));
     assert_eq!(
@@ -1438,5 +1472,849 @@ fn poll_timeout_is_only_for_partitions_that_will_be_fetchable_and_never_passed()
         r.fetcher.poll_timeout(again),
         None,
         "a passed instant is never returned"
+    );
+}
+
+// ----- randomized --------------------------------------------------------------------------------
+
+/// A request the simulated brokers received and have not answered yet.
+struct Pending {
+    t: Transmit,
+    /// The Fetch answer, worked out when the broker received the request.
+    fetch: Option<FetchAnswer>,
+    /// When the broker answers (an empty Fetch waits `fetch.max.wait.ms`).
+    due: Instant,
+    /// The partitions the request covers (for a Fetch: the broker's session after it).
+    covers: Vec<TopicPartition>,
+    /// Their position epochs when it was sent.
+    epochs: BTreeMap<TopicPartition, PositionEpoch>,
+}
+
+/// What the application knows about one partition.
+#[derive(Debug, Clone, Default)]
+struct UserPart {
+    position: Option<i64>,
+    target: Option<SeekTo>,
+    paused: bool,
+    /// Reported as needing a seek (no offset / out of range with `auto.offset.reset=none`).
+    stuck: bool,
+}
+
+/// The simulated consumer: the fetcher, the brokers answering it, the application holding
+/// chunks, and the invariants checked after every step.
+struct World {
+    r: Rig,
+    seed: u32,
+    step: usize,
+    cap: usize,
+    users: BTreeMap<TopicPartition, UserPart>,
+    pending: Vec<Pending>,
+    /// Requests answered or failed already, as `(route, id, version, answer)`: their
+    /// answers arrive again as stale ones.
+    old: Vec<(Route, u64, i16, Vec<u8>)>,
+    held: std::collections::VecDeque<Chunk>,
+    committed_wanted: Vec<(TopicPartition, PositionEpoch)>,
+    faults: bool,
+    fetches_sent: usize,
+    resets_sent: usize,
+    /// How often the application freed memory.
+    frees: u64,
+    /// Partitions whose last answer carried news (records, an error, a redirect) and
+    /// produced nothing: `(broker, when, metadata generation, frees)` then. Fetching such a
+    /// partition from the same broker again before anything changed is a busy loop.
+    unproductive: BTreeMap<TopicPartition, (i32, Instant, u64, u64)>,
+    /// Partitions named in events since the last look.
+    named: BTreeSet<TopicPartition>,
+}
+
+const ALL: [(&str, i32); 6] = [("t", 0), ("t", 1), ("t", 2), ("t", 3), ("u", 0), ("u", 1)];
+
+impl World {
+    fn ctx(&self) -> String {
+        format!("seed {} step {}", self.seed, self.step)
+    }
+
+    fn now(&self) -> Instant {
+        self.r.now()
+    }
+
+    /// One round of the loop, with the invariants every request must keep.
+    fn drive(&mut self) {
+        let ts = self.r.round();
+        for route in std::mem::take(&mut self.r.closed) {
+            self.fail_route(route, None);
+        }
+        for t in ts {
+            self.received(t);
+        }
+        if self.r.fetcher.cfg.use_committed {
+            let now = self.now();
+            let wanted = self.r.fetcher.take_committed_wanted(now);
+            for (tp, _) in &wanted {
+                assert!(
+                    !self.users[tp].paused,
+                    "{}: committed offset of paused {tp}",
+                    self.ctx()
+                );
+            }
+            self.committed_wanted.extend(wanted);
+        }
+        self.check_events();
+        self.check_timers();
+    }
+
+    /// The brokers receive `t`.
+    fn received(&mut self, t: Transmit) {
+        let now = self.now();
+        let ctx = self.ctx();
+        let (covers, fetch, due) = if t.api_key == FetchRequest::KEY {
+            self.fetches_sent += 1;
+            let node = sim::node_of(t.route);
+            assert!(
+                !self
+                    .pending
+                    .iter()
+                    .any(|p| p.t.api_key == FetchRequest::KEY && sim::node_of(p.t.route) == node),
+                "{ctx}: two fetches in flight to broker {node}"
+            );
+            let max_bytes = request::<FetchRequest>(&t).max_bytes as usize;
+            let reserved: usize = self
+                .pending
+                .iter()
+                .filter(|p| p.t.api_key == FetchRequest::KEY)
+                .map(|p| request::<FetchRequest>(&p.t).max_bytes as usize)
+                .sum();
+            assert!(
+                reserved + max_bytes + self.r.budget.used() <= self.cap,
+                "{ctx}: {reserved} + {max_bytes} asked beside {} held, budget {}",
+                self.r.budget.used(),
+                self.cap
+            );
+            let asked: Vec<TopicPartition> =
+                self.r.fetched(&t).into_iter().map(|(tp, _)| tp).collect();
+
+            let now_state = (node, now, self.r.cluster.generation(), self.frees);
+            for tp in &asked {
+                // One batch fetched alone (max_bytes 1) after it did not fit is no loop.
+                if self.unproductive.remove(tp) == Some(now_state) && max_bytes > 1 {
+                    panic!("{ctx}: {tp} fetched again at once from broker {node} after an answer that changed nothing");
+                }
+            }
+            let a = self.r.broker.fetch(&t);
+            let mut covers: Vec<TopicPartition> = a.parts.iter().map(|p| p.tp.clone()).collect();
+            covers.extend(asked);
+            covers.sort();
+            covers.dedup();
+            let due = if a.has_news() {
+                now
+            } else {
+                now + self.r.fetcher.cfg.fetch_max_wait
+            };
+            (covers, Some(a), due)
+        } else {
+            assert_eq!(t.api_key, ListOffsetsRequest::KEY, "{ctx}");
+            self.resets_sent += 1;
+            (
+                resets(&t).into_iter().map(|(tp, _)| tp).collect(),
+                None,
+                now,
+            )
+        };
+        for tp in &covers {
+            let u = self
+                .users
+                .get(tp)
+                .unwrap_or_else(|| panic!("{ctx}: request for unassigned {tp}"));
+            assert!(!u.paused, "{ctx}: request for paused {tp}: {t:?}");
+            assert!(
+                !self.pending.iter().any(|p| p.covers.contains(tp)),
+                "{ctx}: {tp} in two requests"
+            );
+        }
+        let epochs = covers
+            .iter()
+            .filter_map(|tp| Some((tp.clone(), *self.r.epochs.get(tp)?)))
+            .collect();
+        self.pending.push(Pending {
+            t,
+            fetch,
+            due,
+            covers,
+            epochs,
+        });
+    }
+
+    fn check_events(&mut self) {
+        let ctx = self.ctx();
+        while let Some(e) = self.r.fetcher.poll_event() {
+            match e {
+                FetchEvent::Chunk(c) => {
+                    let epoch = self.r.epochs.get(&c.tp).copied();
+                    assert_eq!(
+                        Some(c.epoch),
+                        epoch,
+                        "{ctx}: chunk of {} for a stale epoch",
+                        c.tp
+                    );
+                    let u = self.users.get_mut(&c.tp).unwrap();
+                    if let Some(p) = u.position {
+                        assert_eq!(c.fetch_offset, p, "{ctx}: {} jumped", c.tp);
+                    }
+                    assert!(
+                        c.next_offset >= c.fetch_offset || c.records.is_empty(),
+                        "{ctx}"
+                    );
+                    if let (Some(first), Some(last)) = (c.records.first(), c.records.last()) {
+                        assert_eq!(
+                            first.offset, c.fetch_offset,
+                            "{ctx}: {} skipped records",
+                            c.tp
+                        );
+                        assert_eq!(last.offset + 1, c.next_offset, "{ctx}");
+                        assert_eq!(
+                            c.records.len() as i64,
+                            c.next_offset - c.fetch_offset,
+                            "{ctx}: a gap"
+                        );
+                        let v = c.slice(first, first.value_start, first.value_len as u32);
+                        let want = format!("v{}", first.offset);
+                        assert_eq!(&v[..want.len()], want.as_bytes(), "{ctx}");
+                    }
+                    if !u.paused {
+                        u.position = Some(c.next_offset);
+                    }
+                    self.named.insert(c.tp.clone());
+                    self.unproductive.remove(&c.tp);
+                    self.held.push_back(c);
+                }
+                FetchEvent::End { tp, epoch, .. } => {
+                    assert_eq!(
+                        Some(&epoch),
+                        self.r.epochs.get(&tp),
+                        "{ctx}: end of {tp} for a stale epoch"
+                    );
+                }
+                FetchEvent::Error(e, Some(epoch)) => {
+                    let tp = e
+                        .partition()
+                        .cloned()
+                        .unwrap_or_else(|| panic!("{ctx}: {e}"));
+                    assert_eq!(
+                        Some(&epoch),
+                        self.r.epochs.get(&tp),
+                        "{ctx}: error for a stale epoch: {e}"
+                    );
+                    self.named.insert(tp.clone());
+                    self.unproductive.remove(&tp);
+                    if matches!(e.kind(), ErrorKind::NoOffset | ErrorKind::OffsetOutOfRange) {
+                        self.users.get_mut(&tp).unwrap().stuck = true;
+                    }
+                }
+                FetchEvent::Error(_, None) => {}
+            }
+        }
+    }
+
+    fn check_timers(&self) {
+        let now = self.now();
+        if let Some(t) = self.r.timer() {
+            assert!(t > now, "{}: fetcher timer not in the future", self.ctx());
+        }
+        if let Some(t) = self.r.net.links.poll_timeout(now) {
+            assert!(t > now, "{}: link timer not in the future", self.ctx());
+        }
+    }
+
+    fn next_timer(&self) -> Option<Instant> {
+        let now = self.now();
+        [
+            self.r.timer(),
+            self.r.net.links.poll_timeout(now),
+            self.r.cluster.poll_timeout(now),
+            self.pending
+                .iter()
+                .map(|p| p.due)
+                .filter(|d| *d > now)
+                .min(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn new_user(&mut self, tp: &TopicPartition, to: SeekTo) {
+        self.users.insert(
+            tp.clone(),
+            UserPart {
+                position: match to {
+                    SeekTo::Offset(o) => Some(o),
+                    _ => None,
+                },
+                target: Some(to),
+                ..UserPart::default()
+            },
+        );
+    }
+
+    fn assign(&mut self, list: Vec<(TopicPartition, SeekTo)>) {
+        let keep: BTreeSet<TopicPartition> = list.iter().map(|(tp, _)| tp.clone()).collect();
+        self.users.retain(|tp, _| keep.contains(tp));
+        self.unproductive.retain(|tp, _| keep.contains(tp));
+        // Requests for partitions no longer assigned no longer count as theirs.
+        for p in &mut self.pending {
+            p.covers.retain(|tp| keep.contains(tp));
+        }
+        for (tp, to) in &list {
+            if !self.users.contains_key(tp) {
+                self.new_user(tp, *to);
+            }
+        }
+        self.r.assign(&list);
+    }
+
+    fn free_all(&mut self) {
+        self.frees += self.held.len() as u64;
+        self.held.clear();
+    }
+
+    fn seek(&mut self, tp: &TopicPartition, to: SeekTo, resume: bool) {
+        self.unproductive.remove(tp);
+        let paused = self.users[tp].paused && !resume;
+        self.new_user(tp, to);
+        self.users.get_mut(tp).unwrap().paused = paused;
+        self.r.seek(tp, to, resume);
+    }
+
+    fn resume(&mut self, tp: &TopicPartition) {
+        let u = &self.users[tp];
+        let to = u
+            .position
+            .map_or(u.target.unwrap_or(SeekTo::Beginning), SeekTo::Offset);
+        self.seek(tp, to, true);
+    }
+
+    /// Answers pending request `i` (with a fault now and then).
+    fn deliver(&mut self, i: usize, pick: &mut dyn FnMut(u32) -> u32) {
+        let p = self.pending.remove(i);
+        let t = &p.t;
+        let body = match p.fetch {
+            Some(mut a) => {
+                if self.faults {
+                    match pick(20) {
+                        0 => {
+                            let codes = [
+                                ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                                ErrorCode::OFFSET_OUT_OF_RANGE,
+                                ErrorCode::UNKNOWN_SERVER_ERROR,
+                                ErrorCode::CORRUPT_MESSAGE,
+                                ErrorCode::FENCED_LEADER_EPOCH,
+                                ErrorCode::UNKNOWN_TOPIC_ID,
+                                ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                                ErrorCode::REPLICA_NOT_AVAILABLE,
+                            ];
+                            if !a.parts.is_empty() {
+                                let k = pick(a.parts.len() as u32) as usize;
+                                let code = codes[pick(codes.len() as u32) as usize];
+                                a.parts[k].error_code = code.code();
+                                a.parts[k].records.clear();
+                            }
+                        }
+                        1 => {
+                            let codes = [
+                                ErrorCode::FETCH_SESSION_ID_NOT_FOUND,
+                                ErrorCode::INVALID_FETCH_SESSION_EPOCH,
+                                ErrorCode::UNKNOWN_SERVER_ERROR,
+                            ];
+                            a.error_code = codes[pick(3) as usize].code();
+                            a.parts.clear();
+                        }
+                        2 => a.throttle_time_ms = 1 + pick(500) as i32,
+                        3 => {
+                            // A batch cut short (a limit, or a lying broker).
+                            if let Some(part) = a.parts.iter_mut().find(|p| p.records.len() > 10) {
+                                let n = part.records.len();
+                                part.records.truncate(n - 1 - pick(9) as usize);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if self.faults && pick(40) == 0 {
+                    malformed()
+                } else {
+                    encode_fetch(t.version, &a)
+                }
+            }
+            None => {
+                if self.faults && pick(8) == 0 {
+                    let codes = [
+                        ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        ErrorCode::OFFSET_NOT_AVAILABLE,
+                        ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+                    ];
+                    self.r.broker.answer_error(t, codes[pick(4) as usize])
+                } else if self.faults && pick(40) == 0 {
+                    malformed()
+                } else {
+                    self.r.broker.answer(t)
+                }
+            }
+        };
+        self.check_events();
+        self.named.clear();
+        self.r.deliver(t, body.clone());
+        self.check_events();
+        if t.api_key == FetchRequest::KEY {
+            let state = (
+                sim::node_of(t.route),
+                self.now(),
+                self.r.cluster.generation(),
+                self.frees,
+            );
+            let decoded = crate::protocol::frame::decode_response::<FetchRequest>(&body, t.version);
+            for (rt, pd) in decoded.iter().flat_map(|r| {
+                r.responses
+                    .iter()
+                    .flat_map(|rt| rt.partitions.iter().map(move |pd| (rt, pd)))
+            }) {
+                let name = if t.version >= 13 {
+                    match self
+                        .r
+                        .broker
+                        .topics
+                        .iter()
+                        .find(|(_, x)| x.id == rt.topic_id)
+                    {
+                        Some((n, _)) => n.clone(),
+                        None => continue,
+                    }
+                } else {
+                    rt.topic.clone()
+                };
+                let tp = TopicPartition::new(name.as_str(), pd.partition_index);
+                if p.epochs.get(&tp) != self.r.epochs.get(&tp) {
+                    // Made for an older position: stale, rightly ignored.
+                    self.unproductive.remove(&tp);
+                    continue;
+                }
+                let news =
+                    pd.records.len > 0 || pd.error_code != 0 || pd.preferred_read_replica >= 0;
+                if news && !self.named.contains(&tp) {
+                    self.unproductive.insert(tp, state);
+                } else {
+                    self.unproductive.remove(&tp);
+                }
+            }
+        }
+        self.old.push((t.route, t.tag.id, t.version, body));
+        if self.old.len() > 50 {
+            self.old.remove(0);
+        }
+    }
+
+    /// Every request on `route` fails (its link closed); `timed_out`: that one timed out.
+    fn fail_route(&mut self, route: Route, timed_out: Option<u64>) {
+        let now = self.now();
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].t.route != route {
+                i += 1;
+                continue;
+            }
+            let p = self.pending.remove(i);
+            let f = if timed_out == Some(p.t.tag.id) {
+                Failure::TimedOut
+            } else {
+                Failure::Disconnected("connection reset".into())
+            };
+            self.r.fetcher.handle_failure(p.t.tag.id, &f, now);
+            self.old
+                .push((p.t.route, p.t.tag.id, p.t.version, malformed()));
+        }
+    }
+}
+
+/// Random interleavings of assign, seek, pause and resume, answers (good, partition and
+/// top-level errors, throttles, cut batches, malformed bytes, stale answers), broker
+/// changes (leaders moving, logs growing and shrinking, preferred replicas), lost links,
+/// refused connects, the application holding and freeing memory, committed offsets, and
+/// time. After every step: at most one fetch per broker, no request for a paused or
+/// unassigned partition nor for a partition already in one, requests within the byte
+/// budget, no event for a stale epoch, chunks continuous and dense, timers in the future.
+/// Then the faults stop: every partition catches up, long polls are paced, and once
+/// everything is paused the fetcher is silent (only the metadata max-age refresh remains).
+#[test]
+fn randomized_interleavings_keep_the_invariants_catch_up_and_end_quiet() {
+    for seed in 1..=8u32 {
+        run_random(seed, 2_500);
+    }
+}
+
+fn run_random(seed: u32, steps: usize) {
+    let mut rng = crate::backoff::XorShift::new(seed.wrapping_mul(2_654_435_761));
+    let mut pick = move |n: u32| crate::backoff::Jitter::next_u32(&mut rng) % n.max(1);
+    let reset = [
+        OffsetReset::Earliest,
+        OffsetReset::Latest,
+        OffsetReset::None,
+    ][seed as usize % 3];
+    let mut cfg = fetch_config(reset);
+    cfg.use_committed = seed % 4 == 3;
+    let cap = if seed % 2 == 0 {
+        24 * 1024
+    } else {
+        4 * 1024 * 1024
+    };
+    let mut broker = SimBroker::new(&[1, 2, 3])
+        .topic("t", &[1, 2, 3, 1], 200)
+        .topic("u", &[2, 3], 60);
+    broker.sessions = seed % 2 == 1;
+    broker.max_records = 20;
+    broker.pad = if seed % 2 == 0 { 150 } else { 0 };
+    let mut w = World {
+        r: Rig::with_budget(cfg, broker, cap),
+        seed,
+        step: 0,
+        cap,
+        users: BTreeMap::new(),
+        pending: Vec::new(),
+        old: Vec::new(),
+        held: Default::default(),
+        committed_wanted: Vec::new(),
+        faults: true,
+        fetches_sent: 0,
+        resets_sent: 0,
+        frees: 0,
+        unproductive: BTreeMap::new(),
+        named: BTreeSet::new(),
+    };
+    let all: Vec<TopicPartition> = ALL.iter().map(|(t, p)| tp(t, *p)).collect();
+    let random_target = |pick: &mut dyn FnMut(u32) -> u32| match pick(5) {
+        0 => SeekTo::Beginning,
+        1 => SeekTo::End,
+        2 => SeekTo::Default,
+        _ => SeekTo::Offset(pick(230) as i64),
+    };
+    w.assign(all.iter().map(|tp| (tp.clone(), SeekTo::Default)).collect());
+    w.drive();
+
+    for step in 0..steps {
+        w.step = step;
+        match pick(24) {
+            0 => {
+                let mut list = Vec::new();
+                for tp in &all {
+                    if pick(3) != 0 {
+                        list.push((tp.clone(), random_target(&mut pick)));
+                    }
+                }
+                w.assign(list);
+            }
+            1 | 2 => {
+                let assigned: Vec<TopicPartition> = w.users.keys().cloned().collect();
+                if !assigned.is_empty() {
+                    let tp = assigned[pick(assigned.len() as u32) as usize].clone();
+                    let to = random_target(&mut pick);
+                    w.seek(&tp, to, pick(4) == 0);
+                }
+            }
+            3 => {
+                let tps: Vec<TopicPartition> =
+                    w.users.keys().filter(|_| pick(3) == 0).cloned().collect();
+                for tp in &tps {
+                    w.users.get_mut(tp).unwrap().paused = true;
+                }
+                w.r.fetcher.pause(&tps);
+            }
+            4 => {
+                let paused: Vec<TopicPartition> = w
+                    .users
+                    .iter()
+                    .filter(|(_, u)| u.paused)
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                if !paused.is_empty() {
+                    let tp = paused[pick(paused.len() as u32) as usize].clone();
+                    w.resume(&tp);
+                }
+            }
+            5..=9 => {
+                // The broker behind each link answers in order.
+                let now = w.now();
+                let due: Vec<usize> = (0..w.pending.len())
+                    .filter(|i| {
+                        let p = &w.pending[*i];
+                        p.due <= now && !w.pending[..*i].iter().any(|q| q.t.route == p.t.route)
+                    })
+                    .collect();
+                if !due.is_empty() {
+                    let i = due[pick(due.len() as u32) as usize];
+                    w.deliver(i, &mut pick);
+                }
+            }
+            10 => {
+                if !w.pending.is_empty() {
+                    let p = &w.pending[pick(w.pending.len() as u32) as usize];
+                    let (route, id) = (p.t.route, p.t.tag.id);
+                    let timed_out = (pick(2) == 0).then_some(id);
+                    w.r.net.close(route, "lost");
+                    w.fail_route(route, timed_out);
+                }
+            }
+            11 => {
+                if !w.old.is_empty() {
+                    let (_, id, version, body) = w.old[pick(w.old.len() as u32) as usize].clone();
+                    let now = w.now();
+                    w.r.fetcher.handle_response(
+                        id,
+                        version,
+                        FrameBuf::from_vec(body),
+                        now,
+                        &mut w.r.net.links,
+                        &mut w.r.cluster,
+                    );
+                    assert!(
+                        w.r.fetcher.poll_event().is_none(),
+                        "{}: a stale answer produced an event",
+                        w.ctx()
+                    );
+                }
+            }
+            12 => {
+                let tp = &all[pick(all.len() as u32) as usize];
+                let p = w.r.broker.part(tp);
+                match pick(5) {
+                    0 => {
+                        p.leader = 1 + pick(3) as i32;
+                        p.epoch += 1;
+                    }
+                    1 => p.log_start = (p.log_start + pick(30) as i64).min(p.log_end),
+                    2 => {
+                        // Broker 4 is not in the metadata.
+                        p.follower = 1 + pick(4) as i32;
+                        p.redirect = !p.redirect;
+                    }
+                    _ => p.log_end += pick(40) as i64,
+                }
+            }
+            13 => {
+                let peer = crate::link::Peer::Node(NodeId(1 + pick(3) as i32));
+                if !w.r.net.down.remove(&peer) {
+                    w.r.net.down.insert(peer);
+                }
+            }
+            14 | 15 => {
+                for _ in 0..pick(w.held.len() as u32 + 1) {
+                    w.held.pop_front();
+                    w.frees += 1;
+                }
+            }
+            16 => {
+                if !w.committed_wanted.is_empty() {
+                    let (tp, e) = w
+                        .committed_wanted
+                        .remove(pick(w.committed_wanted.len() as u32) as usize);
+                    match pick(3) {
+                        0 => w.r.fetcher.apply_committed(&tp, e, None),
+                        1 => {
+                            let now = w.now();
+                            w.r.fetcher.committed_failed(&tp, e, now)
+                        }
+                        _ => w.r.fetcher.apply_committed(
+                            &tp,
+                            e,
+                            Some((pick(250) as i64, LeaderEpoch::UNKNOWN)),
+                        ),
+                    }
+                }
+            }
+            _ => {
+                let by = w.now() + ms(1 + pick(300) as u64);
+                match w.next_timer() {
+                    Some(t) if t < by || pick(2) == 0 => w.r.at(t),
+                    _ => w.r.at(by),
+                }
+            }
+        }
+        w.drive();
+    }
+
+    // The faults stop. The application frees what it holds and seeks what it was told to.
+    w.faults = false;
+    w.r.net.down.clear();
+    for tp in &all {
+        let p = w.r.broker.part(tp);
+        if p.follower == 4 {
+            p.redirect = false; // a leader only sends consumers to a live replica
+        }
+    }
+    w.free_all();
+    let stuck: Vec<TopicPartition> = w
+        .users
+        .iter()
+        .filter(|(_, u)| u.stuck || u.paused)
+        .map(|(tp, _)| tp.clone())
+        .collect();
+    for tp in stuck {
+        w.seek(&tp, SeekTo::Beginning, true);
+    }
+    for tp in w.users.keys().cloned().collect::<Vec<_>>() {
+        if let Some(p) = w.users.get(&tp).and_then(|u| u.position) {
+            if p > w.r.broker.part(&tp).log_end || p < w.r.broker.part(&tp).log_start {
+                // Out of range under reset none: the application would hear and seek.
+                if reset == OffsetReset::None {
+                    w.seek(&tp, SeekTo::Beginning, true);
+                }
+            }
+        }
+    }
+    w.drive();
+    let caught_up = |w: &mut World| {
+        let users: Vec<(TopicPartition, Option<i64>)> = w
+            .users
+            .iter()
+            .map(|(tp, u)| (tp.clone(), u.position))
+            .collect();
+        users
+            .into_iter()
+            .all(|(tp, p)| p == Some(w.r.broker.part(&tp).log_end))
+    };
+    let settle_until = w.now() + Duration::from_secs(120);
+    let mut idle = 0;
+    while !caught_up(&mut w) {
+        w.step += 1;
+        if w.now() >= settle_until {
+            eprintln!(
+                "DEBUG parts {:#?}\nfetching {:?} node_backoff {:?} reserved {} used {} frees {} pending {:?} timers {:?} {:?} {:?}",
+                w.r.fetcher.parts,
+                w.r.fetcher.fetching,
+                w.r.fetcher.node_backoff,
+                w.r.fetcher.reserved,
+                w.r.budget.used(),
+                w.r.budget.app_frees(),
+                w.pending.iter().map(|p| (p.t.route, p.covers.clone())).collect::<Vec<_>>(),
+                w.r.timer(),
+                w.r.net.links.poll_timeout(w.now()),
+                w.r.cluster.leader(&tp("t", 1)),
+            );
+        }
+        assert!(
+            w.now() < settle_until,
+            "seed {seed}: no progress after the faults stopped: {:?} vs logs {:?}",
+            w.users,
+            all.iter()
+                .map(|tp| (tp.clone(), w.r.broker.part(tp).log_end))
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            w.step < steps + 100_000,
+            "seed {seed}: a busy loop after the faults stopped"
+        );
+        // Newly reported stuck partitions: the application seeks.
+        let stuck: Vec<TopicPartition> = w
+            .users
+            .iter()
+            .filter(|(_, u)| u.stuck)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in stuck {
+            w.seek(&tp, SeekTo::Beginning, false);
+        }
+        for (tp, e) in std::mem::take(&mut w.committed_wanted) {
+            w.r.fetcher.apply_committed(&tp, e, None);
+        }
+        let now = w.now();
+        let due = w
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.due <= now)
+            .map(|(i, _)| i)
+            .next();
+        let before = w.pending.len();
+        if let Some(i) = due {
+            w.deliver(i, &mut pick);
+        }
+        w.free_all();
+        w.drive();
+        idle = if due.is_none() && w.pending.len() <= before {
+            idle + 1
+        } else {
+            0
+        };
+        if idle >= 2 {
+            idle = 0;
+            if let Some(t) = w.next_timer() {
+                w.r.at(t);
+            }
+        }
+    }
+
+    // Caught up, no new data: long polls, paced by fetch.max.wait.ms.
+    let start = w.now();
+    let fetches = w.fetches_sent;
+    let resets = w.resets_sent;
+    while w.now() < start + Duration::from_secs(10) {
+        w.step += 1;
+        let now = w.now();
+        if let Some(i) = w.pending.iter().position(|p| p.due <= now) {
+            w.deliver(i, &mut pick);
+            w.free_all();
+            w.drive();
+            continue;
+        }
+        w.drive();
+        if let Some(t) = w.next_timer() {
+            w.r.at(t);
+        }
+    }
+    let polls = w.fetches_sent - fetches;
+    assert!(
+        polls <= 3 * 22,
+        "seed {seed}: {polls} fetches in 10 idle seconds"
+    );
+    assert_eq!(w.resets_sent, resets, "seed {seed}: resets while caught up");
+
+    // Everything paused: silence, but for the metadata max-age refresh.
+    let tps: Vec<TopicPartition> = w.users.keys().cloned().collect();
+    w.r.fetcher.pause(&tps);
+    for u in w.users.values_mut() {
+        u.paused = true;
+    }
+    while let Some(i) = (!w.pending.is_empty()).then_some(0) {
+        let due = w.pending[i].due;
+        w.r.at(due);
+        w.deliver(i, &mut pick);
+    }
+    w.free_all();
+    w.drive();
+    let start = w.now();
+    let hour = Duration::from_secs(3600);
+    let (fetches, resets, metadata) = (w.fetches_sent, w.resets_sent, w.r.metadata_sent);
+    let mut wakeups = 0;
+    while let Some(t) = w.next_timer().filter(|t| *t <= start + hour) {
+        w.r.at(t);
+        wakeups += 1;
+        w.drive();
+        assert_eq!(
+            w.r.timer(),
+            None,
+            "seed {seed}: a fetcher timer while all is paused"
+        );
+    }
+    assert_eq!(
+        (w.fetches_sent, w.resets_sent),
+        (fetches, resets),
+        "seed {seed}"
+    );
+    let refreshes = w.r.metadata_sent - metadata;
+    assert!(
+        refreshes <= 13 && wakeups <= refreshes + 1,
+        "seed {seed}: {refreshes} refreshes and {wakeups} wake-ups in an idle hour"
+    );
+    eprintln!(
+        "seed {seed}: {} fetches, {} resets, {} metadata requests",
+        w.fetches_sent, w.resets_sent, w.r.metadata_sent
     );
 }
