@@ -66,6 +66,7 @@ impl Rig {
         {
             self.net.sent(&t);
             out.push(t);
+            assert!(out.len() < 100, "requests without end in one round");
         }
         while let Some(t) = self.cluster.poll_transmit(now, &mut self.net.links) {
             self.net.sent(&t);
