@@ -727,3 +727,7 @@ fn commit_error(group: &str, tp: &TopicPartition, code: ErrorCode) -> Error {
     e.set_kind(kind);
     e
 }
+
+#[cfg(test)]
+#[path = "commit_tests.rs"]
+mod tests;
