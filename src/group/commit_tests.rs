@@ -584,12 +584,11 @@ fn a_throttled_commit_answer_throttles_the_group_link() {
 
 // ----- committed offsets ------------------------------------------------------------------------
 
-fn offsets_of(
-    ev: &[CommitEvent],
-) -> Vec<(
-    u64,
-    std::result::Result<BTreeMap<TopicPartition, Option<i64>>, ErrorKind>,
-)> {
+/// A committed-offsets answer as the tests compare it: offsets by partition, or the kind
+/// of error.
+type OffsetsSeen = std::result::Result<BTreeMap<TopicPartition, Option<i64>>, ErrorKind>;
+
+fn offsets_of(ev: &[CommitEvent]) -> Vec<(u64, OffsetsSeen)> {
     ev.iter()
         .filter_map(|e| match e {
             CommitEvent::Offsets { id, result } => Some((
@@ -729,7 +728,10 @@ fn a_group_without_an_offset_answer_is_asked_again() {
 
 // ----- committed offsets for the fetcher ----------------------------------------------------------
 
-fn positions(ev: &[CommitEvent]) -> Vec<(Vec<(TopicPartition, Option<i64>)>, Vec<TopicPartition>)> {
+/// Positions for the fetcher as the tests compare them: found offsets, failed partitions.
+type PositionsSeen = (Vec<(TopicPartition, Option<i64>)>, Vec<TopicPartition>);
+
+fn positions(ev: &[CommitEvent]) -> Vec<PositionsSeen> {
     ev.iter()
         .filter_map(|e| match e {
             CommitEvent::Positions { found, failed } => {
