@@ -149,10 +149,21 @@ pub(crate) fn jitter(seed: u32) -> Box<XorShift> {
     Box::new(XorShift::new(seed))
 }
 
+/// How often a budget woke the I/O thread (memory given back while it waited).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Wakes(Arc<AtomicUsize>);
+
+impl Wakes {
+    /// Wake-ups so far.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 /// A byte budget of `cap` bytes that counts how often it woke the I/O thread.
-pub(crate) fn budget(cap: usize) -> (Arc<Budget>, Arc<AtomicUsize>) {
-    let wakes = Arc::new(AtomicUsize::new(0));
-    let w = Arc::clone(&wakes);
+pub(crate) fn budget(cap: usize) -> (Arc<Budget>, Wakes) {
+    let wakes = Wakes::default();
+    let w = Arc::clone(&wakes.0);
     let b = Budget::new(
         cap,
         Box::new(move || {

@@ -2,7 +2,6 @@
 //! the byte budget and its timers, against the simulated brokers of `crate::sim`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +23,7 @@ pub(super) struct Rig {
     pub fetcher: Fetcher,
     pub broker: SimBroker,
     pub budget: Arc<Budget>,
-    pub wakes: Arc<AtomicUsize>,
+    pub wakes: sim::Wakes,
     pub epochs: BTreeMap<TopicPartition, PositionEpoch>,
     next_epoch: u64,
     /// Metadata requests are held here instead of answered at once.
@@ -1181,9 +1180,9 @@ fn no_fetch_goes_out_while_the_budget_is_full_and_freeing_memory_wakes_the_loop(
     }
     assert!(r.budget.is_starved());
     assert_eq!(r.timer(), None, "no timer: the release wakes the loop");
-    let woken = r.wakes.load(Ordering::SeqCst);
+    let woken = r.wakes.count();
     drop(held);
-    assert_eq!(r.wakes.load(Ordering::SeqCst), woken + 1);
+    assert_eq!(r.wakes.count(), woken + 1);
     let t = r.send();
     assert_eq!(r.fetched(&t), vec![(t0(), 0)]);
 }
@@ -1293,10 +1292,10 @@ fn a_batch_that_does_not_fit_beside_what_the_application_holds_waits_for_memory(
     for t in std::mem::take(&mut ts) {
         r.answer(&t);
     }
-    let woken = r.wakes.load(Ordering::SeqCst);
+    let woken = r.wakes.count();
     drop(held);
     assert_eq!(
-        r.wakes.load(Ordering::SeqCst),
+        r.wakes.count(),
         woken + 1,
         "the application freeing memory wakes the loop"
     );
