@@ -74,9 +74,9 @@ impl Budget {
         self.cap.saturating_sub(self.used())
     }
 
-    /// Whether the I/O thread is waiting for room.
+    /// Whether the I/O thread is waiting for room (or for the application to free memory).
     pub fn is_starved(&self) -> bool {
-        self.starved.load(Ordering::Acquire)
+        self.starved.load(Ordering::Acquire) || self.app_awaited.load(Ordering::Acquire)
     }
 
     /// Charges `n` bytes unconditionally (a response already received).

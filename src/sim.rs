@@ -8,8 +8,6 @@
 //! Compiled for tests only. Nothing here reads the real clock except [`Clock::new`], which
 //! takes one arbitrary starting instant.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
