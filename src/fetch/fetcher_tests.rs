@@ -2184,28 +2184,14 @@ fn run_random(seed: u32, steps: usize) {
     let mut idle = 0;
     while !caught_up(&mut w) {
         w.step += 1;
-        if w.now() >= settle_until {
-            eprintln!(
-                "DEBUG parts {:#?}\nfetching {:?} node_backoff {:?} reserved {} used {} frees {} pending {:?} timers {:?} {:?} {:?}",
-                w.r.fetcher.parts,
-                w.r.fetcher.fetching,
-                w.r.fetcher.node_backoff,
-                w.r.fetcher.reserved,
-                w.r.budget.used(),
-                w.r.budget.app_frees(),
-                w.pending.iter().map(|p| (p.t.route, p.covers.clone())).collect::<Vec<_>>(),
-                w.r.timer(),
-                w.r.net.links.poll_timeout(w.now()),
-                w.r.cluster.leader(&tp("t", 1)),
-            );
-        }
         assert!(
             w.now() < settle_until,
-            "seed {seed}: no progress after the faults stopped: {:?} vs logs {:?}",
+            "seed {seed}: no progress after the faults stopped: {:?} vs logs {:?}; fetcher {:#?}",
             w.users,
             all.iter()
                 .map(|tp| (tp.clone(), w.r.broker.part(tp).log_end))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            w.r.fetcher.parts
         );
         assert!(
             w.step < steps + 100_000,
