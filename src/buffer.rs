@@ -8,7 +8,9 @@
 //!    the I/O thread charges; it charges beyond the cap only for a response it already
 //!    received ([`Budget::charge`]), everything else goes through [`Budget::try_charge`].
 //! 2. A [`Charge`] gives its bytes back when dropped, on whatever thread drops it; when the
-//!    I/O thread had stopped fetching for lack of room, giving back wakes it.
+//!    I/O thread had stopped fetching for lack of room, giving back wakes it. Memory the
+//!    application frees (a chunk it drops) is also counted on its own, once its bytes are
+//!    back, for partitions that wait for exactly that ([`Budget::app_frees`]).
 //! 3. The pool keeps at most [`POOL_SIZE`] buffers, each no larger than
 //!    [`POOL_MAX_BUFFER`]; a larger buffer is freed when its frame is dropped, so one huge
 //!    response does not stay allocated forever. It keeps a spare only while at least half
@@ -36,8 +38,11 @@ pub(crate) struct Budget {
     used: AtomicUsize,
     /// Set by the I/O thread when it stopped fetching for lack of room.
     starved: AtomicBool,
-    /// Counts releases, so the I/O thread can tell whether memory was freed since.
-    releases: AtomicU64,
+    /// Counts the chunks the application dropped: memory the I/O thread gives back itself
+    /// (an answer's frame, spare buffers) makes no batch that did not fit fit.
+    app_frees: AtomicU64,
+    /// Set by the I/O thread when a partition waits for the application to free memory.
+    app_awaited: AtomicBool,
     wake: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -49,7 +54,8 @@ impl Budget {
             cap,
             used: AtomicUsize::new(0),
             starved: AtomicBool::new(false),
-            releases: AtomicU64::new(0),
+            app_frees: AtomicU64::new(0),
+            app_awaited: AtomicBool::new(false),
             wake,
         })
     }
@@ -69,14 +75,9 @@ impl Budget {
         self.cap.saturating_sub(self.used())
     }
 
-    /// How many times bytes were given back so far.
-    pub fn releases(&self) -> u64 {
-        self.releases.load(Ordering::Acquire)
-    }
-
-    /// Whether the I/O thread is waiting for room.
+    /// Whether the I/O thread is waiting for room (or for the application to free memory).
     pub fn is_starved(&self) -> bool {
-        self.starved.load(Ordering::Acquire)
+        self.starved.load(Ordering::Acquire) || self.app_awaited.load(Ordering::Acquire)
     }
 
     /// Charges `n` bytes unconditionally (a response already received).
@@ -113,12 +114,29 @@ impl Budget {
         self.starved.store(true, Ordering::Release);
     }
 
+    /// How many times the application freed memory (dropped a chunk) so far.
+    pub fn app_frees(&self) -> u64 {
+        self.app_frees.load(Ordering::Acquire)
+    }
+
+    /// The I/O thread waits for the application to free memory: its next free wakes it.
+    pub fn wake_on_app_free(&self) {
+        self.app_awaited.store(true, Ordering::Release);
+    }
+
+    /// The application freed memory (called once the bytes are given back).
+    pub fn app_freed(&self) {
+        self.app_frees.fetch_add(1, Ordering::AcqRel);
+        if self.app_awaited.swap(false, Ordering::AcqRel) {
+            (self.wake)();
+        }
+    }
+
     fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
         self.used.fetch_sub(n, Ordering::AcqRel);
-        self.releases.fetch_add(1, Ordering::AcqRel);
         if self.starved.swap(false, Ordering::AcqRel) {
             (self.wake)();
         }
@@ -146,6 +164,11 @@ impl Charge {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.n
+    }
+
+    /// The budget charged.
+    pub fn budget(&self) -> &Arc<Budget> {
+        &self.budget
     }
 
     /// Charges `more` bytes to this charge if they fit under the cap.
@@ -263,8 +286,16 @@ impl Pool {
     /// Frees every spare buffer when the I/O thread waits for room: spares never keep it
     /// from fetching (freeing them gives their bytes back, which wakes it).
     pub fn reclaim_if_starved(&self) {
-        if self.budget.is_starved() {
-            while self.rx.try_recv().is_ok() {}
+        if !self.budget.is_starved() {
+            return;
+        }
+        let mut freed = false;
+        while self.rx.try_recv().is_ok() {
+            freed = true;
+        }
+        if freed {
+            // Not the fetcher's own memory: a batch waiting for room may fit now.
+            self.budget.app_freed();
         }
     }
 
@@ -272,7 +303,10 @@ impl Pool {
     /// room free afterwards (so spares can never stop the fetching), else frees it.
     fn give(&self, buf: Vec<u8>) {
         let n = buf.capacity();
-        if !(SMALL_FRAME..=POOL_MAX_BUFFER).contains(&n) || self.tx.is_full() {
+        if !(SMALL_FRAME..=POOL_MAX_BUFFER).contains(&n)
+            || self.tx.is_full()
+            || self.budget.is_starved()
+        {
             return;
         }
         if self.budget.room() < n.saturating_add(self.budget.cap() / 2) {

@@ -655,3 +655,7 @@ fn spacing(policy: &Backoff, streak: u32) -> Duration {
     }
     policy.delay(streak.max(1), &mut NoJitter)
 }
+
+#[cfg(test)]
+#[path = "cluster_tests.rs"]
+mod tests;

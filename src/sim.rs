@@ -1,8 +1,55 @@
-//! A simulated clock for the deterministic tests of the sans-IO components: it starts at
-//! one real instant (taken here, outside the components, which never read the clock) and
-//! only moves when a test advances it.
+//! Deterministic simulation for the tests of the sans-IO components: a [`Clock`] that only
+//! moves when a test advances it, a [`Net`] that plays the I/O loop's part for links
+//! (connects, closes, sends), and a [`SimBroker`] that plays the brokers: it decodes the
+//! requests a component hands out as [`Transmit`]s and answers them from a small model of a
+//! cluster (brokers, topics, partition logs, committed offsets), in the exact response
+//! bodies the components' `handle_response` take.
+//!
+//! Compiled for tests only. Nothing here reads the real clock except [`Clock::new`], which
+//! takes one arbitrary starting instant.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::backoff::{Backoff, XorShift};
+use crate::buffer::Budget;
+use crate::cluster::{Cluster, ClusterConfig};
+use crate::config::OffsetReset;
+use crate::fetch::fetcher::FetchConfig;
+use crate::fetch::lookup::LookupConfig;
+use crate::group::commit::CommitConfig;
+use crate::link::{Lane, LinkState, Links, Peer, Route, Transmit, Versions};
+use crate::protocol::api::fetch::FetchRequest;
+use crate::protocol::api::find_coordinator::{
+    Coordinator as CoordinatorEntry, FindCoordinatorRequest, FindCoordinatorResponse,
+    BATCHED_VERSION as FIND_BATCHED,
+};
+use crate::protocol::api::list_offsets::{
+    ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+use crate::protocol::api::metadata::{
+    MetadataRequest, MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
+    MetadataResponseTopic,
+};
+use crate::protocol::api::offset_commit::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+};
+use crate::protocol::api::offset_fetch::{
+    OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic, BATCHED_VERSION as FETCH_BATCHED,
+};
+use crate::protocol::api::Api;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::frame::{encode_response, version_of};
+use crate::protocol::message::Uuid;
+use crate::protocol::records::testing::{encode_batch, BatchSpec, RecordSpec};
+use crate::protocol::wire::{Reader, Writer};
+use crate::types::{NodeId, TopicPartition};
+
+// ----- time ------------------------------------------------------------------------------
 
 /// Virtual time.
 #[derive(Debug, Clone, Copy)]
@@ -33,5 +80,1108 @@ impl Clock {
     pub fn advance_to(&mut self, t: Instant) -> Instant {
         self.now = self.now.max(t);
         self.now
+    }
+}
+
+/// `n` milliseconds.
+pub(crate) fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+// ----- configuration ---------------------------------------------------------------------
+
+/// The retry policy the tests use unless they say otherwise: 100 ms doubling to 1 s (the
+/// defaults of `retry.backoff.ms` and `retry.backoff.max.ms`).
+pub(crate) fn retry_backoff() -> Backoff {
+    Backoff::new(ms(100), ms(1_000))
+}
+
+/// Cluster settings: one bootstrap server, `metadata.max.age.ms` 5 minutes.
+pub(crate) fn cluster_config() -> ClusterConfig {
+    ClusterConfig {
+        bootstrap_servers: 1,
+        metadata_max_age: Duration::from_secs(300),
+        refresh_backoff: retry_backoff(),
+        request_timeout: Duration::from_secs(30),
+    }
+}
+
+/// Fetcher settings close to the defaults, with `auto.offset.reset` `reset`.
+pub(crate) fn fetch_config(reset: OffsetReset) -> FetchConfig {
+    FetchConfig {
+        auto_offset_reset: reset,
+        isolation_level: 0,
+        check_crcs: true,
+        fetch_min_bytes: 1,
+        fetch_max_bytes: 50 * 1024 * 1024,
+        fetch_max_wait: ms(500),
+        max_partition_fetch_bytes: 1024 * 1024,
+        request_timeout: Duration::from_secs(30),
+        retry_backoff: retry_backoff(),
+        client_rack: String::new(),
+        replica_lease: Duration::from_secs(300),
+        use_committed: false,
+    }
+}
+
+/// Lookup settings.
+pub(crate) fn lookup_config() -> LookupConfig {
+    LookupConfig {
+        isolation_level: 0,
+        request_timeout: Duration::from_secs(30),
+        retry_backoff: retry_backoff(),
+    }
+}
+
+/// Commit settings.
+pub(crate) fn commit_config() -> CommitConfig {
+    CommitConfig {
+        request_timeout: Duration::from_secs(30),
+        retry_backoff: retry_backoff(),
+        require_stable: false,
+    }
+}
+
+/// A jitter source with a fixed seed.
+pub(crate) fn jitter(seed: u32) -> Box<XorShift> {
+    Box::new(XorShift::new(seed))
+}
+
+/// How often a budget woke the I/O thread (memory given back while it waited).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Wakes(Arc<AtomicUsize>);
+
+impl Wakes {
+    /// Wake-ups so far.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A byte budget of `cap` bytes that counts how often it woke the I/O thread.
+pub(crate) fn budget(cap: usize) -> (Arc<Budget>, Wakes) {
+    let wakes = Wakes::default();
+    let w = Arc::clone(&wakes.0);
+    let b = Budget::new(
+        cap,
+        Box::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        }),
+    );
+    (b, wakes)
+}
+
+// ----- routes and links ------------------------------------------------------------------
+
+/// Every API version range this crate speaks, as a current broker advertises them.
+pub(crate) fn all_versions() -> Versions {
+    Versions::new([
+        (1, 4, 18),
+        (2, 1, 11),
+        (3, 1, 13),
+        (8, 2, 9),
+        (9, 1, 9),
+        (10, 0, 6),
+        (18, 0, 4),
+    ])
+}
+
+/// Broker `n`'s fetch link.
+pub(crate) fn fetch_route(n: i32) -> Route {
+    Route::node(NodeId(n), Lane::Fetch)
+}
+
+/// Broker `n`'s control link.
+pub(crate) fn control_route(n: i32) -> Route {
+    Route::node(NodeId(n), Lane::Control)
+}
+
+/// Broker `n`'s group link.
+pub(crate) fn group_route(n: i32) -> Route {
+    Route::node(NodeId(n), Lane::Group)
+}
+
+/// Bootstrap server `i`'s control link.
+pub(crate) fn bootstrap_route(i: usize) -> Route {
+    Route {
+        peer: Peer::Bootstrap(i),
+        lane: Lane::Control,
+    }
+}
+
+/// The broker a route leads to.
+pub(crate) fn node_of(route: Route) -> i32 {
+    match route.peer {
+        Peer::Node(n) => n.0,
+        Peer::Bootstrap(i) => panic!("{route} is bootstrap server {i}, not a broker"),
+    }
+}
+
+/// The I/O loop's part for links: connects what the components want (or refuses), and
+/// records what is sent and answered.
+pub(crate) struct Net {
+    pub clock: Clock,
+    pub links: Links,
+    pub jitter: XorShift,
+    /// Peers whose connections are refused.
+    pub down: BTreeSet<Peer>,
+    /// Whether wanted links connect at once (else they stay connecting until
+    /// [`Net::complete_connects`]).
+    pub auto_connect: bool,
+    /// Links connecting, not yet ready.
+    pub connecting: Vec<Route>,
+}
+
+impl Net {
+    /// Links that connect as soon as they are wanted; reconnects back off 50 ms to 1 s.
+    pub fn new() -> Net {
+        Net {
+            clock: Clock::new(),
+            links: Links::new(Backoff::new(ms(50), ms(1_000))),
+            jitter: XorShift::new(17),
+            down: BTreeSet::new(),
+            auto_connect: true,
+            connecting: Vec::new(),
+        }
+    }
+
+    /// The current virtual instant.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Makes `route` ready at once, with every version we speak.
+    pub fn ready(&mut self, route: Route) {
+        self.links.on_ready(route, all_versions());
+    }
+
+    /// Starts the connects that are due; with `auto_connect`, they complete (or are
+    /// refused) at once. Returns the routes that became ready.
+    pub fn connect_wanted(&mut self) -> Vec<Route> {
+        let now = self.now();
+        let due = self.links.connects_due(now);
+        self.connecting.extend(due);
+        if self.auto_connect {
+            self.complete_connects()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Completes every connect under way: ready, or refused for a peer that is down.
+    pub fn complete_connects(&mut self) -> Vec<Route> {
+        let now = self.now();
+        let mut ready = Vec::new();
+        for r in std::mem::take(&mut self.connecting) {
+            if self.down.contains(&r.peer) {
+                self.links
+                    .on_closed(r, "connection refused", now, &mut self.jitter);
+            } else {
+                self.ready(r);
+                ready.push(r);
+            }
+        }
+        ready
+    }
+
+    /// A component hands out `t`: its link must be ready (the loop would fail it otherwise).
+    pub fn sent(&mut self, t: &Transmit) {
+        assert!(
+            matches!(self.links.state(t.route), LinkState::Ready(_)),
+            "request (api {}) handed out for {} which is not ready: {:?}",
+            t.api_key,
+            t.route,
+            self.links.state(t.route)
+        );
+        self.links.on_sent(t.route);
+    }
+
+    /// The answer to a request on `route` arrived.
+    pub fn answered(&mut self, route: Route) {
+        self.links.on_answered(route);
+    }
+
+    /// The link closes (every request on it fails; the caller tells the components).
+    pub fn close(&mut self, route: Route, why: &str) {
+        let now = self.now();
+        self.links.on_closed(route, why, now, &mut self.jitter);
+    }
+}
+
+// ----- requests and responses -------------------------------------------------------------
+
+/// Decodes the request `t` carries (its body is the request without the header).
+pub(crate) fn request<A: Api>(t: &Transmit) -> A {
+    assert_eq!(t.api_key, A::KEY, "expected a {} request", A::NAME);
+    let v = version_of::<A>(t.version);
+    assert_eq!(v.flexible, t.flexible, "{} v{} header", A::NAME, t.version);
+    let mut r = Reader::new(&t.body);
+    let req = A::read(&mut r, v).unwrap_or_else(|e| panic!("{} request: {e:?}", A::NAME));
+    r.finish()
+        .unwrap_or_else(|e| panic!("{} request has trailing bytes: {e:?}", A::NAME));
+    req
+}
+
+/// The response body (frame without its size prefix) answering `t` with `resp`.
+pub(crate) fn response<A: Api>(t: &Transmit, resp: &A::Response) -> Vec<u8> {
+    encode_response::<A>(resp, t.version, 1)[4..].to_vec()
+}
+
+/// Bytes that decode as no response: a correlation id and then garbage.
+pub(crate) fn malformed() -> Vec<u8> {
+    vec![0, 0, 0, 1, 0xff, 0xff, 0xff, 0xf0, 7]
+}
+
+/// A record batch of `n` records from `base`, values `v<offset>`, timestamps `10 * offset`.
+pub(crate) fn batch(base: i64, n: i32) -> Vec<u8> {
+    batch_with(base, n, 0, 2)
+}
+
+/// As [`batch`], with `pad` bytes of value padding per record and leader epoch `epoch`.
+pub(crate) fn batch_with(base: i64, n: i32, pad: usize, epoch: i32) -> Vec<u8> {
+    let values: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut v = format!("v{}", base + i as i64).into_bytes();
+            v.resize(v.len() + pad, b'.');
+            v
+        })
+        .collect();
+    let recs: Vec<RecordSpec<'_>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as i32, 10 * i as i64, None, Some(&v[..]), &[][..]))
+        .collect();
+    encode_batch(&BatchSpec {
+        base_offset: base,
+        base_timestamp: 10 * base,
+        partition_leader_epoch: epoch,
+        records: &recs,
+        ..BatchSpec::default()
+    })
+}
+
+/// One partition's part of a Fetch answer.
+#[derive(Debug, Clone)]
+pub(crate) struct PartAnswer {
+    pub tp: TopicPartition,
+    pub topic_id: Uuid,
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub preferred_read_replica: i32,
+    pub records: Vec<u8>,
+}
+
+impl PartAnswer {
+    /// An answer for `tp` with no error, no records, and the given high watermark.
+    pub fn new(tp: TopicPartition, high_watermark: i64) -> PartAnswer {
+        PartAnswer {
+            tp,
+            topic_id: Uuid::ZERO,
+            error_code: 0,
+            high_watermark,
+            last_stable_offset: high_watermark,
+            log_start_offset: 0,
+            preferred_read_replica: -1,
+            records: Vec::new(),
+        }
+    }
+}
+
+/// A whole Fetch answer. The crate's encoder never writes record sets, so
+/// [`encode_fetch`] writes this one by hand, field by field as `FetchResponse.json` lays
+/// them out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FetchAnswer {
+    pub throttle_time_ms: i32,
+    pub error_code: i16,
+    pub session_id: i32,
+    pub parts: Vec<PartAnswer>,
+}
+
+impl FetchAnswer {
+    /// The part for `tp`.
+    pub fn part(&mut self, tp: &TopicPartition) -> &mut PartAnswer {
+        self.parts
+            .iter_mut()
+            .find(|p| p.tp == *tp)
+            .unwrap_or_else(|| panic!("no answer for {tp}"))
+    }
+
+    /// Whether any part carries records or an error (a broker answers those at once; an
+    /// empty answer waits `fetch.max.wait.ms`).
+    pub fn has_news(&self) -> bool {
+        self.error_code != 0
+            || self.parts.iter().any(|p| {
+                p.error_code != 0 || !p.records.is_empty() || p.preferred_read_replica >= 0
+            })
+    }
+}
+
+/// The response body of a Fetch answer at version `v`.
+pub(crate) fn encode_fetch(v: i16, a: &FetchAnswer) -> Vec<u8> {
+    let flex = v >= FetchRequest::FLEXIBLE_FROM;
+    let mut w = Writer::new();
+    w.i32(1); // correlation id
+    if flex {
+        w.empty_tagged_fields();
+    }
+    w.i32(a.throttle_time_ms);
+    if v >= 7 {
+        w.i16(a.error_code);
+        w.i32(a.session_id);
+    }
+    // Partitions grouped by topic, in order of first appearance.
+    let mut topics: Vec<(&str, Uuid, Vec<&PartAnswer>)> = Vec::new();
+    for p in &a.parts {
+        match topics.iter_mut().find(|t| t.0 == p.tp.topic()) {
+            Some(t) => t.2.push(p),
+            None => topics.push((p.tp.topic(), p.topic_id, vec![p])),
+        }
+    }
+    w.array_len(Some(topics.len()), flex);
+    for (name, id, parts) in topics {
+        if v <= 12 {
+            w.string(name, flex);
+        } else {
+            w.raw(&id.0);
+        }
+        w.array_len(Some(parts.len()), flex);
+        for p in parts {
+            w.i32(p.tp.partition());
+            w.i16(p.error_code);
+            w.i64(p.high_watermark);
+            w.i64(p.last_stable_offset);
+            if v >= 5 {
+                w.i64(p.log_start_offset);
+            }
+            w.array_len(None, flex); // aborted transactions
+            if v >= 11 {
+                w.i32(p.preferred_read_replica);
+            }
+            w.nullable_bytes(Some(&p.records), flex);
+            if flex {
+                w.empty_tagged_fields();
+            }
+        }
+        if flex {
+            w.empty_tagged_fields();
+        }
+    }
+    if flex {
+        w.empty_tagged_fields();
+    }
+    w.into_inner()
+}
+
+// ----- the simulated brokers --------------------------------------------------------------
+
+/// One partition of the simulated cluster: its leader and the offsets its log holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SimPart {
+    pub leader: i32,
+    pub epoch: i32,
+    pub log_start: i64,
+    pub log_end: i64,
+    /// A follower that also serves fetches (KIP-392), -1 for none.
+    pub follower: i32,
+    /// Whether the leader sends consumers to `follower` (preferred read replica).
+    pub redirect: bool,
+}
+
+/// One topic of the simulated cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct SimTopic {
+    pub id: Uuid,
+    pub parts: BTreeMap<i32, SimPart>,
+}
+
+#[derive(Debug, Clone)]
+struct SimSession {
+    id: i32,
+    /// The epoch the next incremental request must carry.
+    epoch: i32,
+    parts: BTreeMap<TopicPartition, i64>,
+}
+
+/// The brokers of a simulated cluster, answering as Kafka does (within what a consumer
+/// asks): Metadata, ListOffsets, Fetch (with sessions when `sessions` is set),
+/// FindCoordinator, OffsetCommit and OffsetFetch.
+#[derive(Debug, Clone)]
+pub(crate) struct SimBroker {
+    pub brokers: BTreeSet<i32>,
+    pub topics: BTreeMap<String, SimTopic>,
+    pub group: String,
+    pub coordinator: i32,
+    pub committed: BTreeMap<TopicPartition, i64>,
+    /// At most this many records per partition in one Fetch answer.
+    pub max_records: i32,
+    /// Bytes of padding in each record's value (to make answers take memory).
+    pub pad: usize,
+    /// Whether Fetch answers open sessions (KIP-227).
+    pub sessions: bool,
+    sessions_by_node: HashMap<i32, SimSession>,
+    next_session: i32,
+}
+
+impl SimBroker {
+    /// Brokers `nodes`, no topics.
+    pub fn new(nodes: &[i32]) -> SimBroker {
+        SimBroker {
+            brokers: nodes.iter().copied().collect(),
+            topics: BTreeMap::new(),
+            group: "g".to_owned(),
+            coordinator: nodes[0],
+            committed: BTreeMap::new(),
+            max_records: 10,
+            pad: 0,
+            sessions: false,
+            sessions_by_node: HashMap::new(),
+            next_session: 1000,
+        }
+    }
+
+    /// Adds topic `name` whose partition `i` is led by `leaders[i]` (epoch 5) and holds
+    /// offsets `0..log_end`.
+    pub fn topic(mut self, name: &str, leaders: &[i32], log_end: i64) -> SimBroker {
+        let n = self.topics.len() as u8 + 1;
+        let parts = leaders
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                (
+                    i as i32,
+                    SimPart {
+                        leader: *l,
+                        epoch: 5,
+                        log_start: 0,
+                        log_end,
+                        follower: -1,
+                        redirect: false,
+                    },
+                )
+            })
+            .collect();
+        self.topics.insert(
+            name.to_owned(),
+            SimTopic {
+                id: Uuid([n; 16]),
+                parts,
+            },
+        );
+        self
+    }
+
+    /// The state of `tp`.
+    pub fn part(&mut self, tp: &TopicPartition) -> &mut SimPart {
+        self.topics
+            .get_mut(tp.topic())
+            .and_then(|t| t.parts.get_mut(&tp.partition()))
+            .unwrap_or_else(|| panic!("no partition {tp}"))
+    }
+
+    fn lookup(&self, tp: &TopicPartition) -> Option<SimPart> {
+        self.topics
+            .get(tp.topic())?
+            .parts
+            .get(&tp.partition())
+            .copied()
+    }
+
+    fn topic_id(&self, topic: &str) -> Uuid {
+        self.topics.get(topic).map_or(Uuid::ZERO, |t| t.id)
+    }
+
+    fn topic_by_id(&self, id: &Uuid) -> Option<&str> {
+        self.topics
+            .iter()
+            .find(|(_, t)| t.id == *id)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Answers `t` successfully (as far as the model says: a partition the broker does not
+    /// lead is answered NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION).
+    pub fn answer(&mut self, t: &Transmit) -> Vec<u8> {
+        match t.api_key {
+            MetadataRequest::KEY => {
+                let resp = self.metadata(&request::<MetadataRequest>(t));
+                response::<MetadataRequest>(t, &resp)
+            }
+            ListOffsetsRequest::KEY => {
+                let resp = self.list_offsets(t, &request::<ListOffsetsRequest>(t));
+                response::<ListOffsetsRequest>(t, &resp)
+            }
+            FetchRequest::KEY => {
+                let a = self.fetch(t);
+                encode_fetch(t.version, &a)
+            }
+            FindCoordinatorRequest::KEY => {
+                let resp = self.find_coordinator(t, 0);
+                response::<FindCoordinatorRequest>(t, &resp)
+            }
+            OffsetCommitRequest::KEY => {
+                let resp = self.offset_commit(t, |_| 0);
+                response::<OffsetCommitRequest>(t, &resp)
+            }
+            OffsetFetchRequest::KEY => {
+                let resp = self.offset_fetch(t, 0, |_| 0);
+                response::<OffsetFetchRequest>(t, &resp)
+            }
+            k => panic!("the simulated broker does not speak api {k}"),
+        }
+    }
+
+    /// Answers `t` with `code` wherever its answer carries an error code: every partition
+    /// of a ListOffsets, Fetch (partition level), OffsetCommit or OffsetFetch answer, the
+    /// coordinator of a FindCoordinator answer, the top level of a Metadata answer.
+    pub fn answer_error(&mut self, t: &Transmit, code: ErrorCode) -> Vec<u8> {
+        let c = code.code();
+        match t.api_key {
+            MetadataRequest::KEY => {
+                let mut resp = self.metadata(&request::<MetadataRequest>(t));
+                resp.error_code = c;
+                response::<MetadataRequest>(t, &resp)
+            }
+            ListOffsetsRequest::KEY => {
+                let mut resp = self.list_offsets(t, &request::<ListOffsetsRequest>(t));
+                for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                    p.error_code = c;
+                    p.offset = -1;
+                }
+                response::<ListOffsetsRequest>(t, &resp)
+            }
+            FetchRequest::KEY => {
+                let mut a = self.fetch(t);
+                for p in &mut a.parts {
+                    p.error_code = c;
+                    p.records.clear();
+                }
+                encode_fetch(t.version, &a)
+            }
+            FindCoordinatorRequest::KEY => {
+                let resp = self.find_coordinator(t, c);
+                response::<FindCoordinatorRequest>(t, &resp)
+            }
+            OffsetCommitRequest::KEY => {
+                let resp = self.offset_commit(t, |_| c);
+                response::<OffsetCommitRequest>(t, &resp)
+            }
+            OffsetFetchRequest::KEY => {
+                let resp = self.offset_fetch(t, 0, |_| c);
+                response::<OffsetFetchRequest>(t, &resp)
+            }
+            k => panic!("the simulated broker does not speak api {k}"),
+        }
+    }
+
+    /// The Metadata answer to `req`: every broker, and each topic asked for.
+    pub fn metadata(&self, req: &MetadataRequest) -> MetadataResponse {
+        let brokers = self
+            .brokers
+            .iter()
+            .map(|n| MetadataResponseBroker {
+                node_id: *n,
+                host: format!("broker-{n}"),
+                port: 9000 + *n,
+                rack: None,
+            })
+            .collect();
+        let names: Vec<String> = match &req.topics {
+            None => self.topics.keys().cloned().collect(),
+            Some(ts) => ts.iter().filter_map(|t| t.name.clone()).collect(),
+        };
+        let topics = names
+            .into_iter()
+            .map(|name| match self.topics.get(&name) {
+                None => MetadataResponseTopic {
+                    error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code(),
+                    name: Some(name),
+                    ..Default::default()
+                },
+                Some(t) => MetadataResponseTopic {
+                    error_code: 0,
+                    name: Some(name),
+                    topic_id: t.id,
+                    is_internal: false,
+                    partitions: t
+                        .parts
+                        .iter()
+                        .map(|(i, p)| MetadataResponsePartition {
+                            error_code: 0,
+                            partition_index: *i,
+                            leader_id: p.leader,
+                            leader_epoch: p.epoch,
+                            replica_nodes: vec![p.leader],
+                            isr_nodes: vec![p.leader],
+                            offline_replicas: vec![],
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+            })
+            .collect();
+        MetadataResponse {
+            brokers,
+            cluster_id: Some("sim".into()),
+            controller_id: *self.brokers.iter().next().unwrap_or(&-1),
+            topics,
+            ..Default::default()
+        }
+    }
+
+    /// The ListOffsets answer to `req` sent on `t`'s route. Timestamps: -2 the log start,
+    /// -1 the log end, `ts >= 0` the first offset whose timestamp (`10 * offset`) is at
+    /// least `ts`, or -1 past the last record.
+    pub fn list_offsets(&self, t: &Transmit, req: &ListOffsetsRequest) -> ListOffsetsResponse {
+        let node = node_of(t.route);
+        let topics = req
+            .topics
+            .iter()
+            .map(|rt| ListOffsetsTopicResponse {
+                name: rt.name.clone(),
+                partitions: rt
+                    .partitions
+                    .iter()
+                    .map(|rp| {
+                        let tp = TopicPartition::new(rt.name.as_str(), rp.partition_index);
+                        let (error, offset, ts, epoch) = match self.lookup(&tp) {
+                            None => (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1),
+                            Some(p) if p.leader != node => {
+                                (ErrorCode::NOT_LEADER_OR_FOLLOWER, -1, -1, -1)
+                            }
+                            Some(p) => match rp.timestamp {
+                                -2 => (ErrorCode::None, p.log_start, -1, p.epoch),
+                                -1 => (ErrorCode::None, p.log_end, -1, p.epoch),
+                                ts if ts >= 0 => {
+                                    let o = ((ts + 9) / 10).max(p.log_start);
+                                    if o < p.log_end {
+                                        (ErrorCode::None, o, 10 * o, p.epoch)
+                                    } else {
+                                        (ErrorCode::None, -1, -1, p.epoch)
+                                    }
+                                }
+                                _ => (ErrorCode::UNSUPPORTED_VERSION, -1, -1, -1),
+                            },
+                        };
+                        ListOffsetsPartitionResponse {
+                            partition_index: rp.partition_index,
+                            error_code: error.code(),
+                            timestamp: ts,
+                            offset,
+                            leader_epoch: epoch,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        ListOffsetsResponse {
+            throttle_time_ms: 0,
+            topics,
+        }
+    }
+
+    /// The partitions a Fetch request asks for, with their fetch offsets, by name.
+    pub fn fetch_request(&self, t: &Transmit) -> (FetchRequest, Vec<(TopicPartition, i64)>) {
+        let req = request::<FetchRequest>(t);
+        let mut out = Vec::new();
+        for ft in &req.topics {
+            let name = if t.version >= 13 {
+                self.topic_by_id(&ft.topic_id)
+                    .unwrap_or("<unknown topic id>")
+                    .to_owned()
+            } else {
+                ft.topic.clone()
+            };
+            for p in &ft.partitions {
+                out.push((
+                    TopicPartition::new(name.as_str(), p.partition),
+                    p.fetch_offset,
+                ));
+            }
+        }
+        (req, out)
+    }
+
+    /// The partitions a Fetch request names as forgotten (incremental sessions).
+    pub fn forgotten(&self, t: &Transmit, req: &FetchRequest) -> Vec<TopicPartition> {
+        let mut out = Vec::new();
+        for f in &req.forgotten_topics_data {
+            let name = if t.version >= 13 {
+                self.topic_by_id(&f.topic_id)
+                    .unwrap_or("<unknown>")
+                    .to_owned()
+            } else {
+                f.topic.clone()
+            };
+            for p in &f.partitions {
+                out.push(TopicPartition::new(name.as_str(), *p));
+            }
+        }
+        out
+    }
+
+    /// The Fetch answer to `t`: the broker's session bookkeeping, then for every partition
+    /// the request (or the session) covers, up to `max_records` records from its fetch
+    /// offset, or the error the model gives.
+    pub fn fetch(&mut self, t: &Transmit) -> FetchAnswer {
+        let node = node_of(t.route);
+        let (req, asked) = self.fetch_request(t);
+        let forgotten = self.forgotten(t, &req);
+        let mut answer = FetchAnswer::default();
+        let covered: BTreeMap<TopicPartition, i64> = if t.version < 7 || req.session_epoch < 0 {
+            asked.into_iter().collect()
+        } else if req.session_epoch == 0 {
+            self.sessions_by_node.remove(&node);
+            let parts: BTreeMap<TopicPartition, i64> = asked.into_iter().collect();
+            if self.sessions {
+                self.next_session += 1;
+                let id = self.next_session;
+                self.sessions_by_node.insert(
+                    node,
+                    SimSession {
+                        id,
+                        epoch: 1,
+                        parts: parts.clone(),
+                    },
+                );
+                answer.session_id = id;
+            }
+            parts
+        } else {
+            let code = match self.sessions_by_node.get_mut(&node) {
+                Some(s) if s.id == req.session_id && s.epoch == req.session_epoch => {
+                    s.epoch = s.epoch.wrapping_add(1).max(1);
+                    for tp in &forgotten {
+                        s.parts.remove(tp);
+                    }
+                    s.parts.extend(asked);
+                    answer.session_id = s.id;
+                    None
+                }
+                Some(s) if s.id == req.session_id => Some(ErrorCode::INVALID_FETCH_SESSION_EPOCH),
+                _ => Some(ErrorCode::FETCH_SESSION_ID_NOT_FOUND),
+            };
+            if let Some(code) = code {
+                self.sessions_by_node.remove(&node);
+                answer.error_code = code.code();
+                return answer;
+            }
+            self.sessions_by_node[&node].parts.clone()
+        };
+        for (tp, offset) in covered {
+            let id = self.topic_id(tp.topic());
+            let mut a = PartAnswer::new(tp.clone(), -1);
+            a.topic_id = id;
+            match self.lookup(&tp) {
+                None => a.error_code = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code(),
+                Some(p) if p.leader != node && p.follower != node => {
+                    a.error_code = ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
+                }
+                Some(p) if offset < p.log_start || offset > p.log_end => {
+                    a.error_code = ErrorCode::OFFSET_OUT_OF_RANGE.code();
+                    a.high_watermark = p.log_end;
+                    a.last_stable_offset = p.log_end;
+                    a.log_start_offset = p.log_start;
+                }
+                // Kafka's leader only sends consumers to a follower that holds the offset.
+                Some(p)
+                    if p.leader == node && p.redirect && p.follower >= 0 && p.follower != node =>
+                {
+                    a.high_watermark = p.log_end;
+                    a.last_stable_offset = p.log_end;
+                    a.log_start_offset = p.log_start;
+                    a.preferred_read_replica = p.follower;
+                }
+                Some(p) => {
+                    a.high_watermark = p.log_end;
+                    a.last_stable_offset = p.log_end;
+                    a.log_start_offset = p.log_start;
+                    let n = (p.log_end - offset).min(self.max_records as i64) as i32;
+                    if n > 0 {
+                        a.records = batch_with(offset, n, self.pad, p.epoch);
+                    }
+                }
+            }
+            answer.parts.push(a);
+        }
+        answer
+    }
+
+    /// The FindCoordinator answer to `t`, with error `code` (0: the coordinator).
+    pub fn find_coordinator(&self, t: &Transmit, code: i16) -> FindCoordinatorResponse {
+        let req = request::<FindCoordinatorRequest>(t);
+        let n = self.coordinator;
+        let (node, host, port) = if code == 0 {
+            (n, format!("broker-{n}"), 9000 + n)
+        } else {
+            (-1, String::new(), -1)
+        };
+        if t.version < FIND_BATCHED {
+            assert_eq!(req.key, self.group);
+            FindCoordinatorResponse {
+                error_code: code,
+                error_message: (code != 0).then(|| "simulated".to_owned()),
+                node_id: node,
+                host,
+                port,
+                ..Default::default()
+            }
+        } else {
+            FindCoordinatorResponse {
+                coordinators: req
+                    .coordinator_keys
+                    .iter()
+                    .map(|k| CoordinatorEntry {
+                        key: k.clone(),
+                        node_id: node,
+                        host: host.clone(),
+                        port,
+                        error_code: code,
+                        error_message: (code != 0).then(|| "simulated".to_owned()),
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        }
+    }
+
+    /// The offsets an OffsetCommit request commits.
+    pub fn commit_request(t: &Transmit) -> Vec<(TopicPartition, i64, Option<String>)> {
+        let req = request::<OffsetCommitRequest>(t);
+        req.topics
+            .iter()
+            .flat_map(|rt| {
+                rt.partitions.iter().map(|p| {
+                    (
+                        TopicPartition::new(rt.name.as_str(), p.partition_index),
+                        p.committed_offset,
+                        p.committed_metadata.clone(),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The OffsetCommit answer to `t`: `code(tp)` per partition; partitions answered 0 are
+    /// stored.
+    pub fn offset_commit(
+        &mut self,
+        t: &Transmit,
+        code: impl Fn(&TopicPartition) -> i16,
+    ) -> OffsetCommitResponse {
+        let req = request::<OffsetCommitRequest>(t);
+        assert_eq!(req.group_id, self.group);
+        let mut topics = Vec::new();
+        for rt in &req.topics {
+            let mut parts = Vec::new();
+            for p in &rt.partitions {
+                let tp = TopicPartition::new(rt.name.as_str(), p.partition_index);
+                let c = code(&tp);
+                if c == 0 {
+                    self.committed.insert(tp, p.committed_offset);
+                }
+                parts.push(OffsetCommitResponsePartition {
+                    partition_index: p.partition_index,
+                    error_code: c,
+                });
+            }
+            topics.push(OffsetCommitResponseTopic {
+                name: rt.name.clone(),
+                partitions: parts,
+            });
+        }
+        OffsetCommitResponse {
+            throttle_time_ms: 0,
+            topics,
+        }
+    }
+
+    /// The partitions an OffsetFetch request asks about.
+    pub fn offset_fetch_request(&self, t: &Transmit) -> Vec<TopicPartition> {
+        let req = request::<OffsetFetchRequest>(t);
+        let topics = if t.version < FETCH_BATCHED {
+            assert_eq!(req.group_id, self.group);
+            req.topics.clone()
+        } else {
+            assert_eq!(req.groups.len(), 1);
+            assert_eq!(req.groups[0].group_id, self.group);
+            req.groups[0].topics.clone()
+        };
+        topics
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(|p| TopicPartition::new(t.name.as_str(), *p))
+            })
+            .collect()
+    }
+
+    /// The OffsetFetch answer to `t`: group-level error `top`, `code(tp)` per partition,
+    /// and the committed offset (-1 for none) of every partition answered without error.
+    pub fn offset_fetch(
+        &self,
+        t: &Transmit,
+        top: i16,
+        code: impl Fn(&TopicPartition) -> i16,
+    ) -> OffsetFetchResponse {
+        let asked = self.offset_fetch_request(t);
+        let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
+        for tp in asked {
+            let c = code(&tp);
+            let offset = if c == 0 {
+                self.committed.get(&tp).copied().unwrap_or(-1)
+            } else {
+                -1
+            };
+            let part = OffsetFetchResponsePartition {
+                partition_index: tp.partition(),
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                metadata: Some(String::new()),
+                error_code: c,
+            };
+            match topics.iter_mut().find(|t| t.name == tp.topic()) {
+                Some(t) => t.partitions.push(part),
+                None => topics.push(OffsetFetchResponseTopic {
+                    name: tp.topic().to_owned(),
+                    partitions: vec![part],
+                }),
+            }
+        }
+        if t.version < FETCH_BATCHED {
+            OffsetFetchResponse {
+                topics,
+                error_code: top,
+                ..Default::default()
+            }
+        } else {
+            OffsetFetchResponse {
+                groups: vec![OffsetFetchResponseGroup {
+                    group_id: self.group.clone(),
+                    topics,
+                    error_code: top,
+                }],
+                ..Default::default()
+            }
+        }
+    }
+}
+
+// ----- a cluster with known metadata ------------------------------------------------------
+
+/// Feeds `cluster` the metadata `broker` gives for the topics it is interested in, through
+/// bootstrap server 0 (made ready if it is not). Panics if no refresh is due.
+pub(crate) fn feed_metadata(cluster: &mut Cluster, net: &mut Net, broker: &SimBroker) {
+    let now = net.now();
+    if !matches!(net.links.state(bootstrap_route(0)), LinkState::Ready(_)) {
+        net.ready(bootstrap_route(0));
+    }
+    let t = cluster
+        .poll_transmit(now, &mut net.links)
+        .expect("a metadata refresh is due");
+    let body = broker.clone().answer(&t);
+    cluster.handle_response(t.tag.id, t.version, &body, now, &mut net.links);
+}
+
+/// A cluster that knows what `broker` says about `topics`.
+pub(crate) fn known_cluster(net: &mut Net, broker: &SimBroker, topics: &[&str]) -> Cluster {
+    let mut c = Cluster::new(cluster_config());
+    c.set_interest(
+        crate::cluster::Interest::Assignment,
+        topics.iter().map(|t| Arc::from(*t)),
+    );
+    feed_metadata(&mut c, net, broker);
+    c
+}
+
+/// `topic-partition`.
+pub(crate) fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::{Owner, Tag};
+    use crate::protocol::api::fetch::{FetchPartition, FetchTopic};
+    use crate::protocol::frame::decode_response;
+
+    fn fetch_transmit(v: i16, broker: &SimBroker, session_epoch: i32) -> Transmit {
+        let topic = "t";
+        let req = FetchRequest {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            session_epoch,
+            topics: vec![FetchTopic {
+                topic: topic.into(),
+                topic_id: broker.topic_id(topic),
+                partitions: vec![FetchPartition {
+                    partition: 0,
+                    fetch_offset: 3,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        };
+        Transmit::new(
+            fetch_route(1),
+            &req,
+            v,
+            Tag {
+                owner: Owner::Fetcher,
+                id: 1,
+            },
+            Duration::from_secs(1),
+        )
+    }
+
+    #[test]
+    fn the_hand_encoded_fetch_answer_decodes_at_every_version() {
+        let mut b = SimBroker::new(&[1]).topic("t", &[1], 8);
+        for v in FetchRequest::MIN_VERSION..=FetchRequest::MAX_VERSION {
+            let t = fetch_transmit(v, &b, -1);
+            let mut a = b.fetch(&t);
+            a.throttle_time_ms = 7;
+            a.part(&tp("t", 0)).preferred_read_replica = if v >= 11 { 2 } else { -1 };
+            let body = encode_fetch(v, &a);
+            let resp =
+                decode_response::<FetchRequest>(&body, v).unwrap_or_else(|e| panic!("v{v}: {e:?}"));
+            assert_eq!(resp.throttle_time_ms, 7, "v{v}");
+            assert_eq!(resp.responses.len(), 1);
+            let p = &resp.responses[0].partitions[0];
+            assert_eq!((p.partition_index, p.high_watermark), (0, 8), "v{v}");
+            if v >= 11 {
+                assert_eq!(p.preferred_read_replica, 2);
+            }
+            let records = &body[p.records.start..p.records.start + p.records.len];
+            assert_eq!(records, &batch_with(3, 5, 0, 5)[..], "v{v}");
+        }
+    }
+
+    #[test]
+    fn the_simulated_broker_keeps_fetch_sessions() {
+        let mut b = SimBroker::new(&[1]).topic("t", &[1], 8);
+        b.sessions = true;
+        let first = b.fetch(&fetch_transmit(12, &b, 0));
+        assert!(first.session_id > 0);
+        let mut t = fetch_transmit(12, &b, 1);
+        let mut req = request::<FetchRequest>(&t);
+        req.session_id = first.session_id;
+        req.topics.clear();
+        t = Transmit::new(t.route, &req, 12, t.tag, t.timeout);
+        let next = b.fetch(&t);
+        assert_eq!(next.error_code, 0);
+        assert_eq!(next.parts.len(), 1, "the session covers t-0");
+        let again = b.fetch(&t);
+        assert_eq!(
+            again.error_code,
+            ErrorCode::INVALID_FETCH_SESSION_EPOCH.code(),
+            "epoch 1 twice"
+        );
     }
 }

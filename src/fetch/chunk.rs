@@ -117,6 +117,19 @@ impl std::fmt::Debug for Chunk {
     }
 }
 
+impl Drop for Chunk {
+    /// Chunks are dropped by the application (or for it): its bytes go back to the budget
+    /// first, then the budget hears that the application freed memory.
+    fn drop(&mut self) {
+        if let Some(charge) = self._charge.take() {
+            let budget = Arc::clone(charge.budget());
+            drop(charge);
+            self.frame = None;
+            budget.app_freed();
+        }
+    }
+}
+
 impl Chunk {
     /// The bytes of `r` at `start..start+len`, in the frame or in the decompressed buffer.
     pub fn slice(&self, r: &StoredRecord, start: u32, len: u32) -> &[u8] {

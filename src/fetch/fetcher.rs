@@ -23,9 +23,10 @@
 //!    position are still those the request was made for; anything else is stale and only
 //!    releases the partition for the next request.
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
-//!    whose leader an error showed to be stale until newer metadata has arrived. Every
-//!    retry path (partition errors, answers that do not move the position, failed resets,
-//!    session errors) waits a backoff that grows with consecutive failures.
+//!    whose leader an error showed to be stale (or whose preferred read replica the
+//!    metadata does not list) until newer metadata has arrived. Every retry path
+//!    (partition errors, answers that do not move the position, failed resets, session
+//!    errors) waits a backoff that grows with consecutive failures.
 //! 4. The bytes requested by fetches in flight plus the bytes held for the application
 //!    never exceed `fetch.buffer.bytes` (a response may overshoot by what the broker must
 //!    return whole, KIP-74); a partition whose next batch does not fit waits until the
@@ -137,7 +138,7 @@ struct Part {
     in_flight: Option<u64>,
     retry: Retry,
     not_before: Option<Instant>,
-    /// Waiting for the application to free memory: the budget's release count then.
+    /// Waiting for the application to free memory: the budget's count of its frees then.
     waiting_for_room: Option<u64>,
     /// Its next batch did not fit beside the rest of a response: fetch it on its own.
     solo: bool,
@@ -405,7 +406,7 @@ impl Fetcher {
     }
 
     fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
-        let releases = self.budget.releases();
+        let frees = self.budget.app_frees();
         let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
         let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
         let mut solos: BTreeMap<NodeId, TopicPartition> = BTreeMap::new();
@@ -414,7 +415,7 @@ impl Fetcher {
             if p.paused || p.in_flight.is_some() || p.not_before.is_some_and(|t| now < t) {
                 continue;
             }
-            if p.waiting_for_room.is_some_and(|r| r == releases) {
+            if p.waiting_for_room.is_some_and(|r| r == frees) {
                 continue;
             }
             p.waiting_for_room = None;
@@ -836,8 +837,9 @@ impl Fetcher {
         self.node_backoff.remove(&node);
         let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
             sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
-        // Memory freed after this point lets a partition that did not fit try again.
-        let releases_before = self.budget.releases();
+        // Memory the application frees after this point lets a partition that did not fit
+        // try again (memory this thread gives back does not count: it changes nothing).
+        let frees_before = self.budget.app_frees();
         let mut need_metadata = false;
         for t in &resp.responses {
             let name: Arc<str> = if version >= 13 {
@@ -898,7 +900,9 @@ impl Fetcher {
                             log::debug!("partition {tp}: fetching from preferred replica {r}");
                             p.replica = Some((r, now + self.cfg.replica_lease));
                             if cluster.broker(r).is_none() {
+                                // Asking the leader again would only redirect again.
                                 need_metadata = true;
+                                p.awaiting_metadata = Some(cluster.generation());
                             }
                             continue;
                         }
@@ -975,8 +979,8 @@ impl Fetcher {
                                 ..
                             }) => {
                                 log::debug!("partition {tp}: batch at {offset} waits for memory");
-                                p.waiting_for_room = Some(releases_before);
-                                self.budget.wake_on_release();
+                                p.waiting_for_room = Some(frees_before);
+                                self.budget.wake_on_app_free();
                             }
                             Some(Stop::NoRoom {
                                 offset,
@@ -1177,3 +1181,7 @@ impl Fetcher {
         self.events.pop_front()
     }
 }
+
+#[cfg(test)]
+#[path = "fetcher_tests.rs"]
+mod tests;

@@ -318,8 +318,18 @@ impl Lookups {
                 Some(p) => format!(" (last problem: {p})"),
                 None => cluster.why_no_answer(links),
             };
+            let missing: Vec<String> = l
+                .want
+                .keys()
+                .filter(|tp| !l.results.contains_key(*tp))
+                .map(|tp| tp.to_string())
+                .collect();
+            let named = match missing.len() {
+                0..=5 => missing.join(", "),
+                n => format!("{} and {} more", missing[..5].join(", "), n - 5),
+            };
             let msg = format!(
-                "listing offsets timed out: {} of {} partitions answered within default.api.timeout.ms{why}",
+                "listing offsets timed out: {} of {} partitions answered within default.api.timeout.ms, none for {named}{why}",
                 l.results.len(),
                 l.want.len()
             );
@@ -342,3 +352,7 @@ impl Lookups {
         self.events.pop_front()
     }
 }
+
+#[cfg(test)]
+#[path = "lookup_tests.rs"]
+mod tests;

@@ -214,6 +214,21 @@ impl Commits {
         if partitions.is_empty() {
             return;
         }
+        // Joins a lookup not yet sent: one request for every partition waiting.
+        if let Some(job) = self
+            .fetches
+            .iter_mut()
+            .find(|j| j.in_flight.is_none() && matches!(j.purpose, FetchFor::Positions(_)))
+        {
+            if let FetchFor::Positions(epochs) = &mut job.purpose {
+                for (tp, e) in partitions {
+                    if epochs.insert(tp.clone(), e).is_none() {
+                        job.partitions.push(tp);
+                    }
+                }
+            }
+            return;
+        }
         let list = partitions.iter().map(|(tp, _)| tp.clone()).collect();
         self.fetches.push(FetchJob {
             purpose: FetchFor::Positions(partitions.into_iter().collect()),
@@ -767,3 +782,7 @@ fn commit_error(group: &str, tp: &TopicPartition, code: ErrorCode) -> Error {
     e.set_kind(kind);
     e
 }
+
+#[cfg(test)]
+#[path = "commit_tests.rs"]
+mod tests;

@@ -265,3 +265,7 @@ impl Coordinator {
             .filter(|t| *t > now)
     }
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

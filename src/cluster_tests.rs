@@ -1,0 +1,845 @@
+//! Deterministic tests of the metadata cache and its refresh policy, against the simulated
+//! brokers of `crate::sim`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::backoff::{Jitter, XorShift};
+use crate::error::ErrorKind;
+use crate::link::Versions;
+use crate::protocol::api::metadata::MetadataRequest;
+use crate::protocol::api::Api;
+use crate::sim::{
+    bootstrap_route, cluster_config, control_route, malformed, ms, request, response, tp, Net,
+    SimBroker,
+};
+
+/// A cluster, the links it uses and the brokers that answer it.
+struct Rig {
+    net: Net,
+    cluster: Cluster,
+    broker: SimBroker,
+}
+
+impl Rig {
+    /// One bootstrap server, ready; brokers 1 and 2; topic `t` with two partitions.
+    fn new() -> Rig {
+        Rig::with(cluster_config())
+    }
+
+    fn with(cfg: ClusterConfig) -> Rig {
+        let mut net = Net::new();
+        net.ready(bootstrap_route(0));
+        Rig {
+            net,
+            cluster: Cluster::new(cfg),
+            broker: SimBroker::new(&[1, 2]).topic("t", &[1, 2], 10),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.net.now()
+    }
+
+    /// One round of the I/O loop for the cluster: the request it hands out, if any (links
+    /// it wants are then connected).
+    fn poll(&mut self) -> Option<Transmit> {
+        let now = self.now();
+        self.net.links.begin_round();
+        let t = self.cluster.poll_transmit(now, &mut self.net.links);
+        if let Some(t) = &t {
+            self.net.sent(t);
+        }
+        self.net.connect_wanted();
+        t
+    }
+
+    /// Delivers `body` as the answer to `t`.
+    fn deliver(&mut self, t: &Transmit, body: &[u8]) {
+        let now = self.now();
+        self.net.answered(t.route);
+        self.cluster
+            .handle_response(t.tag.id, t.version, body, now, &mut self.net.links);
+    }
+
+    /// Answers `t` as the simulated brokers do.
+    fn answer(&mut self, t: &Transmit) {
+        let body = self.broker.answer(t);
+        self.deliver(t, &body);
+    }
+
+    /// Sends a refresh and answers it: the cluster now knows what the brokers say.
+    fn refresh(&mut self) -> Transmit {
+        let t = self.poll().expect("a refresh goes out");
+        self.answer(&t);
+        t
+    }
+
+    fn at(&mut self, t: Instant) {
+        self.net.clock.advance_to(t);
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.net.clock.advance(d);
+    }
+
+    fn events(&mut self) -> Vec<ClusterEvent> {
+        std::iter::from_fn(|| self.cluster.poll_event()).collect()
+    }
+
+    fn assign(&mut self, topics: &[&str]) {
+        self.cluster
+            .set_interest(Interest::Assignment, topics.iter().map(|t| Arc::from(*t)));
+    }
+}
+
+fn asked_topics(t: &Transmit) -> Vec<String> {
+    request::<MetadataRequest>(t)
+        .topics
+        .expect("named topics")
+        .into_iter()
+        .map(|t| t.name.expect("by name"))
+        .collect()
+}
+
+#[test]
+fn the_first_refresh_goes_out_at_once_to_a_ready_control_link() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let t = r.poll().expect("the first refresh is due at once");
+    assert_eq!(t.route, bootstrap_route(0));
+    assert_eq!(t.api_key, MetadataRequest::KEY);
+    assert_eq!(asked_topics(&t), vec!["t".to_owned()]);
+    let req = request::<MetadataRequest>(&t);
+    assert!(
+        !req.allow_auto_topic_creation,
+        "a consumer never creates topics"
+    );
+}
+
+#[test]
+fn with_no_link_ready_the_first_refresh_wants_three_candidates_and_uses_the_first_ready() {
+    let mut net = Net::new();
+    net.auto_connect = false;
+    let mut c = Cluster::new(ClusterConfig {
+        bootstrap_servers: 5,
+        ..cluster_config()
+    });
+    net.links.begin_round();
+    assert!(c.poll_transmit(net.now(), &mut net.links).is_none());
+    net.connect_wanted();
+    assert_eq!(
+        net.connecting.len(),
+        3,
+        "three candidates dialled at once, not all five: {:?}",
+        net.connecting
+    );
+    assert!(net
+        .connecting
+        .iter()
+        .all(|r| r.lane == Lane::Control && matches!(r.peer, Peer::Bootstrap(_))));
+    let second = net.connecting[1];
+    net.ready(second);
+    net.links.begin_round();
+    let t = c
+        .poll_transmit(net.now(), &mut net.links)
+        .expect("the refresh goes out on the link that became ready");
+    assert_eq!(t.route, second);
+}
+
+#[test]
+fn at_most_one_metadata_request_is_in_flight() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let first = r.poll().expect("first refresh");
+    for _ in 0..5 {
+        r.cluster.request_update();
+        r.advance(Duration::from_secs(10));
+        assert!(
+            r.poll().is_none(),
+            "a second request while one is in flight"
+        );
+        assert_eq!(r.cluster.poll_timeout(r.now()), None);
+    }
+    r.answer(&first);
+    r.cluster.request_update();
+    assert!(
+        r.poll().is_some(),
+        "the next one goes once the first is answered"
+    );
+}
+
+#[test]
+fn repeated_refresh_requests_are_spaced_by_a_delay_doubling_to_retry_backoff_max() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let mut last = r.now();
+    r.refresh();
+    let mut gaps = Vec::new();
+    for _ in 0..7 {
+        r.cluster.request_update();
+        let due = r
+            .cluster
+            .poll_timeout(r.now())
+            .expect("the spacing says when");
+        r.at(due - ms(1));
+        assert!(r.poll().is_none(), "sent before the spacing ended");
+        r.at(due);
+        r.refresh();
+        gaps.push(due - last);
+        last = due;
+    }
+    assert_eq!(
+        gaps,
+        [100, 200, 400, 800, 1000, 1000, 1000].map(ms).to_vec(),
+        "retry.backoff.ms doubling to retry.backoff.max.ms"
+    );
+}
+
+#[test]
+fn the_spacing_starts_again_from_retry_backoff_after_a_quiet_period() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    for _ in 0..5 {
+        r.cluster.request_update();
+        let due = r.cluster.poll_timeout(r.now()).unwrap();
+        r.at(due);
+        r.refresh();
+    }
+    // Quiet for longer than twice the longest spacing.
+    r.advance(Duration::from_secs(3));
+    r.cluster.request_update();
+    let sent = r.now();
+    r.refresh();
+    r.cluster.request_update();
+    assert_eq!(
+        r.cluster.poll_timeout(r.now()),
+        Some(sent + ms(100)),
+        "back to retry.backoff.ms"
+    );
+}
+
+#[test]
+fn metadata_max_age_triggers_a_refresh_and_nothing_else_wakes_a_fresh_cache() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let answered = r.now();
+    r.refresh();
+    let age = cluster_config().metadata_max_age;
+    assert_eq!(r.cluster.poll_timeout(r.now()), Some(answered + age));
+    r.at(answered + age - ms(1));
+    assert!(r.poll().is_none());
+    r.at(answered + age);
+    let t = r.poll().expect("the cache aged out");
+    assert_eq!(asked_topics(&t), vec!["t".to_owned()]);
+}
+
+#[test]
+fn a_new_interest_in_an_unknown_topic_triggers_a_refresh_and_a_known_one_does_not() {
+    let mut r = Rig::new();
+    r.broker = r.broker.clone().topic("u", &[1], 3);
+    r.assign(&["t"]);
+    r.refresh();
+    r.advance(Duration::from_secs(5));
+    r.cluster
+        .set_interest(Interest::Lookup(1), [Arc::from("t")]);
+    assert!(r.poll().is_none(), "t is known: no refresh");
+    assert!(r.cluster.poll_timeout(r.now()) > Some(r.now() + Duration::from_secs(200)));
+    r.cluster
+        .set_interest(Interest::Lookup(2), [Arc::from("u")]);
+    let t = r.poll().expect("u is not known: a refresh");
+    let asked: BTreeSet<String> = asked_topics(&t).into_iter().collect();
+    assert_eq!(
+        asked,
+        ["t", "u"].map(String::from).into(),
+        "the union of interests"
+    );
+    r.answer(&t);
+    assert!(matches!(
+        r.cluster.leader(&tp("u", 0)),
+        Leader::Known(NodeId(1), _)
+    ));
+}
+
+#[test]
+fn a_topic_nobody_is_interested_in_any_more_is_forgotten_by_the_next_answer() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    assert!(!r.cluster.topic_id("t").is_zero());
+    r.cluster.clear_interest(Interest::Assignment);
+    r.cluster.request_update();
+    r.advance(Duration::from_secs(1));
+    let t = r.poll().unwrap();
+    assert!(asked_topics(&t).is_empty());
+    r.answer(&t);
+    assert_eq!(r.cluster.leader(&tp("t", 0)), Leader::Unknown);
+    assert!(r.cluster.topic_id("t").is_zero());
+}
+
+#[test]
+fn partitions_for_a_known_topic_is_answered_by_a_fresh_refresh() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    r.advance(Duration::from_secs(1));
+    let deadline = r.now() + Duration::from_secs(60);
+    r.cluster.wait_for_topic(7, "t", deadline);
+    assert!(r.events().is_empty(), "not from the cache: a fresh answer");
+    let t = r.poll().expect("a caller asks for fresh data");
+    r.answer(&t);
+    let ev = r.events();
+    let [ClusterEvent::Partitions {
+        id: 7,
+        result: Ok(parts),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(parts, &vec![tp("t", 0), tp("t", 1)]);
+    assert_eq!(
+        r.cluster.poll_timeout(r.now()),
+        Some(r.now() + cluster_config().metadata_max_age),
+        "the answered caller's deadline is no longer a timer"
+    );
+}
+
+#[test]
+fn partitions_for_an_unknown_topic_is_an_error_naming_it() {
+    let mut r = Rig::new();
+    let deadline = r.now() + Duration::from_secs(60);
+    r.cluster.wait_for_topic(3, "nope", deadline);
+    let t = r.poll().unwrap();
+    assert_eq!(asked_topics(&t), vec!["nope".to_owned()]);
+    r.answer(&t);
+    let ev = r.events();
+    let [ClusterEvent::Partitions {
+        id: 3,
+        result: Err(e),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::UnknownTopicOrPartition);
+    assert!(e.to_string().contains("nope"), "{e}");
+}
+
+#[test]
+fn partitions_for_times_out_at_its_deadline_saying_why_no_broker_answered() {
+    let mut r = Rig::new();
+    // The only bootstrap server refuses connections.
+    r.net = Net::new();
+    r.net.down.insert(Peer::Bootstrap(0));
+    let deadline = r.now() + Duration::from_secs(5);
+    r.cluster.wait_for_topic(9, "t", deadline);
+    while r.now() < deadline {
+        assert!(r.poll().is_none());
+        r.cluster.handle_timeout(r.now(), &r.net.links);
+        assert!(r.events().is_empty(), "answered before the deadline");
+        let next = [
+            r.cluster.poll_timeout(r.now()),
+            r.net.links.poll_timeout(r.now()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("a timer: the link's backoff or the deadline");
+        assert!(next > r.now());
+        assert!(next <= deadline, "the deadline is a timer");
+        r.at(next);
+    }
+    r.cluster.handle_timeout(r.now(), &r.net.links);
+    let ev = r.events();
+    let [ClusterEvent::Partitions {
+        id: 9,
+        result: Err(e),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    let text = e.to_string();
+    assert!(text.contains("topic t"), "{text}");
+    assert!(text.contains("connection refused"), "says why: {text}");
+}
+
+#[test]
+fn a_leader_missing_from_the_broker_list_is_unknown_and_asks_for_a_refresh() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.broker.part(&tp("t", 1)).leader = 7; // not a broker the answer lists
+    let sent = r.now();
+    r.refresh();
+    assert!(matches!(
+        r.cluster.leader(&tp("t", 0)),
+        Leader::Known(NodeId(1), _)
+    ));
+    assert_eq!(r.cluster.leader(&tp("t", 1)), Leader::Unknown);
+    assert!(r.cluster.broker(NodeId(7)).is_none());
+    assert_eq!(
+        r.cluster.poll_timeout(r.now()),
+        Some(sent + ms(100)),
+        "another refresh after the spacing"
+    );
+    r.at(sent + ms(100));
+    r.broker.part(&tp("t", 1)).leader = 2;
+    r.refresh();
+    assert!(matches!(
+        r.cluster.leader(&tp("t", 1)),
+        Leader::Known(NodeId(2), LeaderEpoch(5))
+    ));
+}
+
+#[test]
+fn a_partition_leaderless_during_an_election_is_unknown() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.broker.part(&tp("t", 0)).leader = -1;
+    r.refresh();
+    assert_eq!(r.cluster.leader(&tp("t", 0)), Leader::Unknown);
+    assert!(r.cluster.poll_timeout(r.now()) < Some(r.now() + Duration::from_secs(1)));
+}
+
+#[test]
+fn a_topic_or_partition_that_does_not_exist_is_missing() {
+    let mut r = Rig::new();
+    r.assign(&["t", "gone"]);
+    r.refresh();
+    assert_eq!(
+        r.cluster.leader(&tp("gone", 0)),
+        Leader::Missing(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+    );
+    assert_eq!(
+        r.cluster.leader(&tp("t", 9)),
+        Leader::Missing(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+    );
+}
+
+#[test]
+fn rebootstrap_required_forgets_the_brokers_and_asks_a_bootstrap_server_again() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    assert!(r.cluster.broker(NodeId(1)).is_some());
+    // The next refresh goes to a broker's control link (the bootstrap one is closed).
+    r.net.close(bootstrap_route(0), "idle");
+    r.net.ready(control_route(1));
+    r.cluster.request_update();
+    r.advance(Duration::from_secs(1));
+    let t = r.poll().expect("refresh");
+    assert_eq!(t.route, control_route(1));
+    let body = r.broker.answer_error(&t, ErrorCode::REBOOTSTRAP_REQUIRED);
+    r.deliver(&t, &body);
+    assert!(r.cluster.broker(NodeId(1)).is_none(), "brokers forgotten");
+    assert!(r.cluster.broker(NodeId(2)).is_none());
+    assert_eq!(r.cluster.leader(&tp("t", 0)), Leader::Unknown);
+    // The next refresh can only go to a bootstrap server.
+    r.advance(Duration::from_secs(1));
+    let mut sent = None;
+    for _ in 0..3 {
+        sent = sent.or_else(|| r.poll());
+        r.advance(Duration::from_secs(1));
+    }
+    let t = sent.expect("a refresh after the spacing");
+    assert_eq!(t.route, bootstrap_route(0));
+    r.answer(&t);
+    assert!(r.cluster.broker(NodeId(1)).is_some());
+}
+
+#[test]
+fn a_malformed_answer_fails_the_waiters_and_asks_again() {
+    let mut r = Rig::new();
+    let deadline = r.now() + Duration::from_secs(60);
+    r.cluster.wait_for_topic(1, "t", deadline);
+    let sent = r.now();
+    let t = r.poll().unwrap();
+    r.deliver(&t, &malformed());
+    let ev = r.events();
+    let [ClusterEvent::Partitions {
+        id: 1,
+        result: Err(e),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::Protocol);
+    assert_eq!(r.cluster.generation(), 0, "nothing applied");
+    assert_eq!(r.cluster.poll_timeout(r.now()), Some(sent + ms(100)));
+}
+
+#[test]
+fn a_top_level_error_keeps_what_was_known_and_asks_again_after_the_spacing() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    r.advance(Duration::from_secs(5));
+    r.cluster.request_update();
+    let sent = r.now();
+    let t = r.poll().unwrap();
+    let body = r.broker.answer_error(&t, ErrorCode::Other(-1));
+    r.deliver(&t, &body);
+    assert!(matches!(r.cluster.leader(&tp("t", 0)), Leader::Known(..)));
+    assert_eq!(r.cluster.generation(), 1);
+    assert_eq!(r.cluster.poll_timeout(r.now()), Some(sent + ms(100)));
+}
+
+#[test]
+fn a_failed_request_is_retried_after_the_spacing_and_its_late_answer_ignored() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let sent = r.now();
+    let t = r.poll().unwrap();
+    r.cluster.handle_failure(t.tag.id, &Failure::TimedOut);
+    r.net.close(t.route, "a request timed out");
+    assert_eq!(r.cluster.poll_timeout(r.now()), Some(sent + ms(100)));
+    r.answer(&t);
+    assert_eq!(
+        r.cluster.generation(),
+        0,
+        "the answer to a failed request is stale"
+    );
+}
+
+#[test]
+fn only_the_answer_to_the_request_in_flight_is_applied() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let first = r.refresh();
+    assert_eq!(r.cluster.generation(), 1);
+    r.advance(Duration::from_secs(1));
+    r.cluster.request_update();
+    let second = r.poll().unwrap();
+    // The first answer again, and an answer for a request never sent.
+    let body = r.broker.answer(&first);
+    r.deliver(&first, &body);
+    r.cluster
+        .handle_response(999, second.version, &body, r.now(), &mut r.net.links);
+    assert_eq!(r.cluster.generation(), 1);
+    r.answer(&second);
+    assert_eq!(r.cluster.generation(), 2);
+}
+
+#[test]
+fn a_throttled_answer_throttles_its_link() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    let t = r.poll().unwrap();
+    let mut resp = r.broker.metadata(&request::<MetadataRequest>(&t));
+    resp.throttle_time_ms = 700;
+    r.deliver(&t, &response::<MetadataRequest>(&t, &resp));
+    r.net.links.begin_round();
+    assert!(r.net.links.ready(t.route, r.now()).is_none());
+    assert_eq!(r.net.links.poll_timeout(r.now()), Some(r.now() + ms(700)));
+}
+
+#[test]
+fn a_broker_without_a_metadata_version_is_reported_once_and_not_used() {
+    let mut r = Rig::new();
+    r.net
+        .links
+        .on_ready(bootstrap_route(0), Versions::new([(1, 4, 17)]));
+    r.assign(&["t"]);
+    for _ in 0..3 {
+        assert!(r.poll().is_none());
+        r.advance(Duration::from_secs(1));
+    }
+    let ev = r.events();
+    let [ClusterEvent::Error(e)] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(e.to_string().contains("Metadata"), "{e}");
+}
+
+#[test]
+fn poll_timeout_never_returns_a_passed_instant() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    r.cluster.request_update();
+    let due = r.cluster.poll_timeout(r.now()).unwrap();
+    assert_eq!(r.cluster.poll_timeout(due), None, "due now is not a timer");
+    assert!(r.cluster.poll_timeout(due + ms(1)).is_none());
+    r.cluster.wait_for_topic(1, "t", due - ms(50));
+    assert_eq!(
+        r.cluster.poll_timeout(due - ms(50)),
+        Some(due),
+        "a deadline due now is not a timer"
+    );
+}
+
+// ----- randomized --------------------------------------------------------------------------
+
+/// Random interleavings of interests, refresh requests, `partitions_for` callers, answers
+/// (good, top-level errors, REBOOTSTRAP_REQUIRED, malformed, stale), failures, refused
+/// connects and time; after every step: at most one request in flight, requests at least
+/// `retry.backoff.ms` apart, every caller answered exactly once and no later than its
+/// deadline, `poll_timeout` in the future. Then the faults stop and the cache must go
+/// quiet: nothing but the `metadata.max.age.ms` refresh.
+#[test]
+fn randomized_interleavings_keep_the_invariants_and_end_quiet() {
+    for seed in 1..=6u32 {
+        run_random(seed, 2_000);
+    }
+}
+
+fn run_random(seed: u32, steps: usize) {
+    let mut rng = XorShift::new(seed.wrapping_mul(7919));
+    let mut pick = |n: u32| rng.next_u32() % n;
+    let mut r = Rig::with(ClusterConfig {
+        bootstrap_servers: 2,
+        ..cluster_config()
+    });
+    r.net = Net::new();
+    let topics = ["t", "u", "nope"];
+    r.broker = r.broker.clone().topic("u", &[2, 1, 2], 5);
+    let mut outstanding: Option<Transmit> = None;
+    let mut old: Vec<Transmit> = Vec::new();
+    let mut last_sent: Option<Instant> = None;
+    let mut waiters: BTreeMap<u64, Instant> = BTreeMap::new();
+    let mut answered: BTreeSet<u64> = BTreeSet::new();
+    let mut next_waiter = 1u64;
+    let ctx = |step: usize| format!("seed {seed} step {step}");
+
+    let check = |r: &mut Rig,
+                 outstanding: &mut Option<Transmit>,
+                 last_sent: &mut Option<Instant>,
+                 waiters: &mut BTreeMap<u64, Instant>,
+                 answered: &mut BTreeSet<u64>,
+                 step: usize| {
+        let now = r.now();
+        r.cluster.handle_timeout(now, &r.net.links);
+        if let Some(t) = r.poll() {
+            assert!(
+                outstanding.is_none(),
+                "{}: two requests in flight",
+                ctx(step)
+            );
+            if let Some(l) = *last_sent {
+                assert!(
+                    now - l >= ms(100),
+                    "{}: requests {:?} apart",
+                    ctx(step),
+                    now - l
+                );
+            }
+            *last_sent = Some(now);
+            *outstanding = Some(t);
+        }
+        for e in r.events() {
+            match e {
+                ClusterEvent::Partitions { id, result } => {
+                    let deadline = waiters
+                        .remove(&id)
+                        .unwrap_or_else(|| panic!("{}: caller {id} answered twice", ctx(step)));
+                    assert!(
+                        now <= deadline,
+                        "{}: caller {id} answered {:?} after its deadline: {result:?}",
+                        ctx(step),
+                        now - deadline
+                    );
+                    if let Err(e) = &result {
+                        assert!(!e.to_string().is_empty());
+                    }
+                    answered.insert(id);
+                }
+                ClusterEvent::Error(e) => panic!("{}: {e}", ctx(step)),
+            }
+        }
+        for (id, d) in waiters.iter() {
+            assert!(
+                *d > now,
+                "{}: caller {id} not answered at its deadline",
+                ctx(step)
+            );
+        }
+        if let Some(t) = r.cluster.poll_timeout(now) {
+            assert!(t > now, "{}: poll_timeout in the past", ctx(step));
+        }
+    };
+
+    for step in 0..steps {
+        match pick(16) {
+            0 => r.cluster.request_update(),
+            1 => {
+                let n = pick(3) as usize;
+                let set: Vec<Arc<str>> = (0..n)
+                    .map(|i| Arc::from(topics[(i + pick(3) as usize) % 3]))
+                    .collect();
+                r.cluster
+                    .set_interest(Interest::Lookup(pick(3) as u64), set);
+            }
+            2 => r.cluster.clear_interest(Interest::Lookup(pick(3) as u64)),
+            3 => {
+                let id = next_waiter;
+                next_waiter += 1;
+                let deadline = r.now() + ms(200 + pick(5_000) as u64);
+                r.cluster
+                    .wait_for_topic(id, topics[pick(3) as usize], deadline);
+                waiters.insert(id, deadline);
+            }
+            4..=7 => {
+                if let Some(t) = outstanding.take() {
+                    let body = match pick(10) {
+                        0 => malformed(),
+                        1 => r.broker.answer_error(&t, ErrorCode::REBOOTSTRAP_REQUIRED),
+                        2 => r.broker.answer_error(&t, ErrorCode::Other(-1)),
+                        _ => r.broker.answer(&t),
+                    };
+                    r.deliver(&t, &body);
+                    old.push(t);
+                }
+            }
+            8 => {
+                if let Some(t) = outstanding.take() {
+                    let f = if pick(2) == 0 {
+                        Failure::TimedOut
+                    } else {
+                        Failure::Disconnected("reset by peer".into())
+                    };
+                    r.net.close(t.route, "closed");
+                    r.cluster.handle_failure(t.tag.id, &f);
+                    old.push(t);
+                }
+            }
+            9 => {
+                // A stale answer: to a request already answered or failed.
+                if !old.is_empty() {
+                    let t = &old[pick(old.len() as u32) as usize];
+                    let body = r.broker.answer(t);
+                    let gen = r.cluster.generation();
+                    r.cluster.handle_response(
+                        t.tag.id,
+                        t.version,
+                        &body,
+                        r.now(),
+                        &mut r.net.links,
+                    );
+                    assert_eq!(
+                        r.cluster.generation(),
+                        gen,
+                        "{}: stale answer applied",
+                        ctx(step)
+                    );
+                }
+            }
+            10 => {
+                let peer = match pick(4) {
+                    0 => Peer::Bootstrap(0),
+                    1 => Peer::Bootstrap(1),
+                    n => Peer::Node(NodeId(n as i32 - 1)),
+                };
+                if !r.net.down.remove(&peer) {
+                    r.net.down.insert(peer);
+                }
+            }
+            11 => {
+                // A leader moves, or a partition loses its leader for a while.
+                let p = pick(2) as i32;
+                r.broker.part(&tp("t", p)).leader = [1, 2, -1, 7][pick(4) as usize];
+            }
+            _ => {
+                let next = [
+                    r.cluster.poll_timeout(r.now()),
+                    r.net.links.poll_timeout(r.now()),
+                ]
+                .into_iter()
+                .flatten()
+                .min();
+                // Time never jumps over a timer: the loop wakes at each.
+                let by = r.now() + ms(1 + pick(400) as u64);
+                match next {
+                    Some(t) if pick(2) == 0 || t < by => r.at(t),
+                    _ => r.at(by),
+                }
+            }
+        }
+        check(
+            &mut r,
+            &mut outstanding,
+            &mut last_sent,
+            &mut waiters,
+            &mut answered,
+            step,
+        );
+    }
+
+    // The faults stop: every broker up and answering, every leader back.
+    r.net.down.clear();
+    r.broker.part(&tp("t", 0)).leader = 1;
+    r.broker.part(&tp("t", 1)).leader = 2;
+    let settle_until = r.now() + Duration::from_secs(30);
+    let mut step = steps;
+    while r.now() < settle_until {
+        if let Some(t) = outstanding.take() {
+            r.answer(&t);
+            step += 1;
+            check(
+                &mut r,
+                &mut outstanding,
+                &mut last_sent,
+                &mut waiters,
+                &mut answered,
+                step,
+            );
+        }
+        let next = [
+            r.cluster.poll_timeout(r.now()),
+            r.net.links.poll_timeout(r.now()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(settle_until);
+        r.at(next.min(settle_until));
+        step += 1;
+        check(
+            &mut r,
+            &mut outstanding,
+            &mut last_sent,
+            &mut waiters,
+            &mut answered,
+            step,
+        );
+    }
+    assert!(waiters.is_empty(), "seed {seed}: callers left unanswered");
+    if let Some(t) = outstanding.take() {
+        r.answer(&t);
+    }
+    // Idle for an hour: the only requests are the max-age refreshes, and every wake-up
+    // has one.
+    let start = r.now();
+    let hour = Duration::from_secs(3600);
+    let mut sent = 0;
+    let mut wakeups = 0;
+    loop {
+        let next = [
+            r.cluster.poll_timeout(r.now()),
+            r.net.links.poll_timeout(r.now()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(next) = next else { break };
+        if next > start + hour {
+            break;
+        }
+        r.at(next);
+        wakeups += 1;
+        r.cluster.handle_timeout(r.now(), &r.net.links);
+        if let Some(t) = r.poll() {
+            sent += 1;
+            r.answer(&t);
+        }
+    }
+    let age = cluster_config().metadata_max_age;
+    let expected = (hour.as_secs() / age.as_secs()) as usize;
+    eprintln!("seed {seed}: {} callers answered, {sent} idle refreshes, {wakeups} wake-ups, generation {}", answered.len(), r.cluster.generation());
+    assert!(
+        sent + 1 >= expected && sent <= expected + 1 && wakeups <= sent + 1,
+        "seed {seed}: {sent} requests and {wakeups} wake-ups in an idle hour (max age every {age:?})"
+    );
+}
