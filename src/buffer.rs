@@ -8,12 +8,17 @@
 //!    the I/O thread charges; it charges beyond the cap only for a response it already
 //!    received ([`Budget::charge`]), everything else goes through [`Budget::try_charge`].
 //! 2. A [`Charge`] gives its bytes back when dropped, on whatever thread drops it; when the
-//!    I/O thread had stopped fetching for lack of room, giving back wakes it.
+//!    I/O thread had stopped fetching for lack of room, giving back wakes it. What the I/O
+//!    thread gives back itself (a response it kept nothing of, a chunk it could not finish)
+//!    is not counted as a release and wakes nothing: only memory freed elsewhere (by the
+//!    application) or spare buffers let a partition that waits for room be fetched again.
 //! 3. The pool keeps at most [`POOL_SIZE`] buffers, each no larger than
 //!    [`POOL_MAX_BUFFER`]; a larger buffer is freed when its frame is dropped, so one huge
 //!    response does not stay allocated forever. It keeps a spare only while at least half
-//!    the budget stays free, so spare buffers can never keep the I/O thread from fetching.
+//!    the budget stays free and the I/O thread is not waiting for room, and frees its
+//!    spares when it is, so spare buffers can never keep the I/O thread from fetching.
 
+use std::cell::Cell;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -28,6 +33,11 @@ const SMALL_FRAME: usize = 64 * 1024;
 
 /// The largest buffer the pool keeps.
 pub(crate) const POOL_MAX_BUFFER: usize = 16 * 1024 * 1024;
+
+thread_local! {
+    /// On an I/O thread: the address of the budget it charges (0 elsewhere).
+    static OWN_BUDGET: Cell<usize> = const { Cell::new(0) };
+}
 
 /// The prefetch byte budget.
 pub(crate) struct Budget {
@@ -78,12 +88,25 @@ impl Budget {
         self.starved.load(Ordering::Acquire)
     }
 
+    /// Marks the calling thread as the I/O thread that charges this budget: what it gives
+    /// back itself is not a release (see the module invariants).
+    pub fn owned_by_this_thread(&self) {
+        OWN_BUDGET.with(|b| b.set(self as *const Budget as usize));
+    }
+
+    fn on_owner_thread(&self) -> bool {
+        OWN_BUDGET
+            .try_with(|b| b.get() == self as *const Budget as usize)
+            .unwrap_or(false)
+    }
+
     /// Charges `n` bytes unconditionally (a response already received).
     pub fn charge(self: &Arc<Self>, n: usize) -> Charge {
         self.used.fetch_add(n, Ordering::AcqRel);
         Charge {
             budget: Arc::clone(self),
             n,
+            spare: false,
         }
     }
 
@@ -100,6 +123,7 @@ impl Budget {
                     return Some(Charge {
                         budget: Arc::clone(self),
                         n,
+                        spare: false,
                     })
                 }
                 Err(now) => used = now,
@@ -123,11 +147,16 @@ impl Budget {
         self.starved.store(true, Ordering::Release);
     }
 
-    fn release(&self, n: usize) {
+    /// Gives `n` bytes back. `counts`: even on the owner thread (a spare buffer).
+    fn release(&self, n: usize, counts: bool) {
         if n == 0 {
             return;
         }
         self.used.fetch_sub(n, Ordering::AcqRel);
+        if !counts && self.on_owner_thread() {
+            // The I/O thread freeing what it just charged: no room was made for anyone.
+            return;
+        }
         self.releases.fetch_add(1, Ordering::AcqRel);
         if self.starved.swap(false, Ordering::AcqRel) {
             (self.wake)();
@@ -150,6 +179,8 @@ impl std::fmt::Debug for Budget {
 pub(crate) struct Charge {
     budget: Arc<Budget>,
     n: usize,
+    /// A spare buffer's: giving it back counts as a release on any thread.
+    spare: bool,
 }
 
 impl Charge {
@@ -180,13 +211,13 @@ impl Charge {
     pub fn shrink(&mut self, less: usize) {
         let less = less.min(self.n);
         self.n -= less;
-        self.budget.release(less);
+        self.budget.release(less, self.spare);
     }
 }
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.release(self.n);
+        self.budget.release(self.n, self.spare);
     }
 }
 
@@ -277,11 +308,21 @@ impl Pool {
         if !(SMALL_FRAME..=POOL_MAX_BUFFER).contains(&n) || self.tx.is_full() {
             return;
         }
-        if self.budget.room() < n.saturating_add(self.budget.cap() / 2) {
+        if self.budget.is_starved() || self.budget.room() < n.saturating_add(self.budget.cap() / 2)
+        {
             return;
         }
-        if let Some(charge) = self.budget.try_charge(n) {
+        if let Some(mut charge) = self.budget.try_charge(n) {
+            charge.spare = true;
             let _ = self.tx.try_send((buf, charge));
+        }
+    }
+
+    /// While the I/O thread waits for room, frees the spare buffers (which would only keep
+    /// it waiting); freeing them counts as a release.
+    pub fn free_spares_if_starved(&self) {
+        if self.budget.is_starved() {
+            while self.rx.try_recv().is_ok() {}
         }
     }
 }
@@ -345,6 +386,58 @@ mod tests {
             N,
             "a second spare would leave less than half free"
         );
+    }
+
+    #[test]
+    fn what_the_owner_thread_gives_back_is_not_a_release_and_wakes_nothing() {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = Arc::clone(&woken);
+        let b = Budget::new(
+            100,
+            Box::new(move || {
+                w.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        let held = b.try_charge(60).expect("fits");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                b.owned_by_this_thread();
+                let response = b.charge(80);
+                b.wake_on_release();
+                drop(response);
+                assert_eq!(b.used(), 60);
+                assert_eq!(b.releases(), 0, "not a release");
+                assert!(b.is_starved(), "still waiting for the application");
+                // A spare buffer freed by the owner counts.
+                let mut spare = b.try_charge(10).expect("fits");
+                spare.spare = true;
+                drop(spare);
+                assert_eq!(b.releases(), 1);
+                assert!(!b.is_starved());
+                b.wake_on_release();
+            });
+        });
+        assert_eq!(woken.load(Ordering::SeqCst), 1, "woken by the spare only");
+        drop(held);
+        assert_eq!(b.releases(), 2, "the application's release counts");
+        assert_eq!(woken.load(Ordering::SeqCst), 2, "and wakes");
+    }
+
+    #[test]
+    fn spares_are_freed_and_not_kept_while_the_io_thread_waits_for_room() {
+        let b = budget(4 * N);
+        let pool = Pool::new(Arc::clone(&b));
+        drop(pool.frame(vec![0; N], 1));
+        assert_eq!(b.used(), N, "a spare is kept");
+        pool.free_spares_if_starved();
+        assert_eq!(b.used(), N, "not starved: kept");
+        b.wake_on_release();
+        pool.free_spares_if_starved();
+        assert_eq!(b.used(), 0, "freed while starved");
+        assert_eq!(b.releases(), 1, "freeing a spare is a release");
+        b.wake_on_release();
+        drop(pool.frame(vec![0; N], 1));
+        assert_eq!(b.used(), 0, "no spare kept while starved");
     }
 
     #[test]

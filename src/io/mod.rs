@@ -187,10 +187,13 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         ev_tx.clone(),
         Arc::clone(&budget),
     )?;
+    let own = Arc::clone(&budget);
     let thread = std::thread::Builder::new()
         .name("kafka-consumer".into())
         .spawn(move || {
             let _done = done_tx;
+            own.owned_by_this_thread();
+            drop(own);
             let stopped = match panic::catch_unwind(AssertUnwindSafe(|| io.run())) {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(Error::io(e, "the I/O thread failed")),
@@ -489,6 +492,7 @@ impl IoLoop {
         // What the last answers produced first: committed offsets position partitions the
         // fetcher is about to plan.
         self.forward_events(now);
+        self.pool.free_spares_if_starved();
         self.links.begin_round();
         if let Some(g) = &mut self.group {
             g.coordinator.begin_round();
