@@ -538,3 +538,410 @@ fn a_slow_application_does_not_make_the_prefetch_buffer_grow() {
     assert_eq!(got, 100_000);
     assert!(c.poll(Duration::from_millis(300)).unwrap().is_empty());
 }
+
+/// Polls for `window` and returns the offsets of every record delivered.
+fn offsets_over(c: &mut kafka_consumer::Consumer, window: Duration) -> Vec<i64> {
+    let end = Instant::now() + window;
+    let mut offsets = Vec::new();
+    while Instant::now() < end {
+        let recs = c.poll(Duration::from_millis(100)).expect("poll");
+        offsets.extend(recs.iter().map(|r| r.offset()));
+    }
+    offsets
+}
+
+/// Polls until `n` records arrived (or panics after 30 s); returns their offsets.
+fn take_offsets(c: &mut kafka_consumer::Consumer, n: usize, what: &str) -> Vec<i64> {
+    let mut offsets = Vec::new();
+    poll_until(c, Duration::from_secs(30), what, |recs| {
+        offsets.extend(recs.iter().map(|r| r.offset()));
+        offsets.len() >= n
+    });
+    offsets
+}
+
+#[test]
+fn seek_to_beginning_then_pause_then_resume_reads_from_the_beginning_exactly_once() {
+    let topic = unique_topic("seek-begin-pause");
+    Produce::new(&topic, 1, 100).run();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let one = std::slice::from_ref(&tp);
+    // auto.offset.reset=latest: falling back to it would read nothing.
+    let mut c = consumer(&[("auto.offset.reset", "latest")]);
+    c.assign(one).unwrap();
+    c.seek(&tp, 0).unwrap();
+    assert_eq!(
+        take_offsets(&mut c, 100, "the first read"),
+        (0..100).collect::<Vec<_>>()
+    );
+    for poll_while_paused in [false, true] {
+        c.seek_to_beginning(one).unwrap();
+        c.pause(one).unwrap();
+        if poll_while_paused {
+            assert!(offsets_over(&mut c, Duration::from_millis(500)).is_empty());
+        }
+        c.resume(one).unwrap();
+        let offsets = take_offsets(&mut c, 100, "the records after resume");
+        assert_eq!(
+            offsets,
+            (0..100).collect::<Vec<_>>(),
+            "from the beginning, once (polled while paused: {poll_while_paused})"
+        );
+        assert!(offsets_over(&mut c, Duration::from_millis(500)).is_empty());
+    }
+}
+
+#[test]
+fn seek_to_end_then_pause_then_resume_delivers_nothing_old() {
+    let topic = unique_topic("seek-end-pause");
+    Produce::new(&topic, 1, 100).run();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let one = std::slice::from_ref(&tp);
+    // auto.offset.reset=earliest: falling back to it would deliver old records.
+    let mut c = consumer(&[("max.poll.records", "30")]);
+    c.assign(one).unwrap();
+    assert_eq!(
+        take_offsets(&mut c, 30, "the first read"),
+        (0..30).collect::<Vec<_>>()
+    );
+    for (round, poll_while_paused) in [false, true].into_iter().enumerate() {
+        c.seek_to_end(one).unwrap();
+        c.pause(one).unwrap();
+        if poll_while_paused {
+            assert!(offsets_over(&mut c, Duration::from_millis(500)).is_empty());
+        }
+        c.resume(one).unwrap();
+        let old = offsets_over(&mut c, Duration::from_secs(1));
+        assert!(old.is_empty(), "old records after seek_to_end: {old:?}");
+        let end = 100 + 10 * round as i64;
+        assert_eq!(c.position(&tp).unwrap(), end);
+        let mut p = Produce::new(&topic, 1, 10);
+        p.start = end as u64;
+        p.run();
+        assert_eq!(
+            take_offsets(&mut c, 10, "the new records"),
+            (end..end + 10).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn seek_on_a_paused_partition_fetches_nothing_until_resume_then_reads_from_the_offset() {
+    let topic = unique_topic("seek-paused");
+    Produce::new(&topic, 1, 100).run();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let one = std::slice::from_ref(&tp);
+    let cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
+        .client_id("it")
+        .auto_offset_reset(kafka_consumer::OffsetReset::Earliest)
+        .default_api_timeout(Duration::from_secs(30));
+    let (mut c, io) = IoThread::of(cfg);
+    c.assign(one).unwrap();
+    assert_eq!(
+        take_offsets(&mut c, 100, "the first read"),
+        (0..100).collect::<Vec<_>>()
+    );
+    c.pause(one).unwrap();
+    c.seek(&tp, 30).unwrap();
+    assert_eq!(c.position(&tp).unwrap(), 30);
+    assert_eq!(
+        c.paused(),
+        vec![tp.clone()],
+        "seek keeps the partition paused"
+    );
+    assert!(offsets_over(&mut c, Duration::from_secs(1)).is_empty());
+    let busy = io.busy_fraction_over(Duration::from_secs(3));
+    assert!(
+        busy < 0.05,
+        "the I/O thread was {:.0}% busy with a paused partition",
+        busy * 100.0
+    );
+    let m = c.metrics();
+    assert_eq!(
+        (m.prefetched_bytes, m.buffered_records),
+        (0, 0),
+        "nothing is fetched for a paused partition"
+    );
+    assert!(offsets_over(&mut c, Duration::from_millis(300)).is_empty());
+    c.resume(one).unwrap();
+    assert_eq!(
+        take_offsets(&mut c, 70, "the records after resume"),
+        (30..100).collect::<Vec<_>>()
+    );
+    assert!(offsets_over(&mut c, Duration::from_millis(500)).is_empty());
+}
+
+#[test]
+fn with_auto_offset_reset_none_an_out_of_range_seek_on_a_paused_partition_is_reported_after_resume()
+{
+    let topic = unique_topic("seek-paused-none");
+    Produce::new(&topic, 1, 100).run();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let one = std::slice::from_ref(&tp);
+    let mut c = consumer(&[("auto.offset.reset", "none")]);
+    c.assign(one).unwrap();
+    c.seek(&tp, 0).unwrap();
+    assert_eq!(
+        take_offsets(&mut c, 100, "the first read"),
+        (0..100).collect::<Vec<_>>()
+    );
+    c.pause(one).unwrap();
+    c.seek(&tp, 10_000).unwrap();
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        let recs = c
+            .poll(Duration::from_millis(100))
+            .expect("nothing is reported for a paused partition");
+        assert!(recs.is_empty());
+    }
+    c.resume(one).unwrap();
+    let e = c.poll(Duration::from_secs(10)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OffsetOutOfRange, "{e}");
+    assert_eq!(e.partition(), Some(&tp));
+}
+
+#[test]
+fn pause_or_resume_with_an_unassigned_partition_fails_and_changes_nothing() {
+    let topic = unique_topic("pause-unassigned");
+    Produce::new(&topic, 2, 200).run();
+    let tps = all_partitions(&topic, 2);
+    let other = TopicPartition::new(topic.as_str(), 5);
+    let mut c = consumer(&[]);
+    c.assign(&tps).unwrap();
+    let e = c.pause(&[tps[0].clone(), other.clone()]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAssigned, "{e}");
+    assert_eq!(e.partition(), Some(&other));
+    assert!(c.paused().is_empty(), "pause paused {:?}", c.paused());
+    // Both partitions are still fetched.
+    let mut per: HashMap<i32, usize> = HashMap::new();
+    poll_until(&mut c, Duration::from_secs(30), "both partitions", |recs| {
+        for r in recs {
+            *per.entry(r.partition()).or_default() += 1;
+        }
+        per.values().sum::<usize>() >= 200
+    });
+    assert_eq!(per.get(&0), Some(&100));
+    assert_eq!(per.get(&1), Some(&100));
+
+    c.pause(&tps).unwrap();
+    let e = c.resume(&[tps[0].clone(), other.clone()]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotAssigned, "{e}");
+    assert_eq!(c.paused(), tps, "resume resumed some");
+}
+
+#[test]
+fn held_consumer_records_stop_the_prefetch_within_the_budget_and_dropping_them_lets_it_finish() {
+    let topic = unique_topic("held");
+    let total = 20_000usize;
+    let mut p = Produce::new(&topic, 2, total as u64);
+    p.value_size = 100;
+    p.run();
+    let budget = 256 * 1024;
+    let partition_max = 64 * 1024;
+    let mut cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
+        .client_id("it")
+        .auto_offset_reset(kafka_consumer::OffsetReset::Earliest)
+        .default_api_timeout(Duration::from_secs(30))
+        .fetch_buffer_bytes(budget)
+        .max_partition_fetch_bytes(partition_max as i32);
+    cfg.set("max.poll.records", "200").unwrap();
+    let (mut c, io) = IoThread::of(cfg);
+    c.assign(&all_partitions(&topic, 2)).unwrap();
+
+    let mut next: HashMap<i32, i64> = HashMap::new();
+    let mut check = |recs: &kafka_consumer::ConsumerRecords| {
+        for r in recs {
+            let want = next.entry(r.partition()).or_insert(0);
+            assert_eq!(
+                r.offset(),
+                *want,
+                "partition {}: exactly once, in order",
+                r.partition()
+            );
+            *want += 1;
+        }
+        recs.len()
+    };
+    // Keep every ConsumerRecords (and an owned copy of some records).
+    let mut held = Vec::new();
+    let mut copies = Vec::new();
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let recs = c.poll(Duration::from_millis(200)).unwrap();
+        if recs.is_empty() && c.metrics().fetch_blocked_by_memory {
+            break;
+        }
+        got += check(&recs);
+        copies.extend(recs.iter().step_by(37).map(|r| r.to_owned_record()));
+        held.push(recs);
+        assert!(
+            got < total,
+            "everything arrived while held: fetching never stopped"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "fetching never stopped for memory"
+        );
+    }
+    // Fetching has stopped: nothing more arrives, the thread is idle, and the memory held
+    // is the budget plus at most one response (half the budget, plus one whole batch the
+    // broker returns beyond the limit).
+    assert!(offsets_over(&mut c, Duration::from_millis(500)).is_empty());
+    let busy = io.busy_fraction_over(Duration::from_secs(3));
+    assert!(
+        busy < 0.05,
+        "the I/O thread was {:.0}% busy while blocked by memory",
+        busy * 100.0
+    );
+    let m = c.metrics();
+    assert!(m.fetch_blocked_by_memory);
+    assert!(
+        m.prefetched_bytes <= budget + budget / 2 + 2 * partition_max,
+        "holding {got} records pins {} bytes with a budget of {budget}",
+        m.prefetched_bytes
+    );
+    eprintln!(
+        "held {got} records in {} polls: {} bytes (budget {budget})",
+        held.len(),
+        m.prefetched_bytes
+    );
+
+    // Dropping them lets consumption finish, exactly once.
+    drop(held);
+    poll_until(&mut c, Duration::from_secs(60), "the rest", |recs| {
+        got += check(recs);
+        got >= total
+    });
+    assert_eq!(got, total);
+    assert!(offsets_over(&mut c, Duration::from_millis(500)).is_empty());
+    assert!(!c.metrics().fetch_blocked_by_memory);
+
+    // The owned copies outlived their ConsumerRecords.
+    assert!(copies.len() > 10);
+    for r in &copies {
+        let i = std::str::from_utf8(r.headers[0].1.as_deref().unwrap())
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
+        let e = expected(i, 2, 100);
+        assert_eq!(r.topic_partition.partition(), e.partition);
+        assert_eq!(r.offset, (i / 2) as i64);
+        assert_eq!(r.key.as_deref(), e.key.as_deref().map(str::as_bytes));
+        assert_eq!(r.value.as_deref(), e.value.as_deref().map(str::as_bytes));
+        let headers: Vec<(String, Option<String>)> = r
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    String::from_utf8(k.clone()).unwrap(),
+                    v.as_ref().map(|v| String::from_utf8(v.clone()).unwrap()),
+                )
+            })
+            .collect();
+        assert_eq!(headers, e.headers);
+    }
+}
+
+/// The metrics of the one partition of a single-partition consumer.
+fn partition_metrics(c: &mut kafka_consumer::Consumer) -> kafka_consumer::PartitionMetrics {
+    let m = c.metrics();
+    assert_eq!(m.partitions.len(), 1);
+    m.partitions[0].clone()
+}
+
+/// Waits (without polling) until the partition's metrics satisfy `f`.
+fn metrics_until(
+    c: &mut kafka_consumer::Consumer,
+    what: &str,
+    f: impl Fn(&kafka_consumer::PartitionMetrics) -> bool,
+) -> kafka_consumer::PartitionMetrics {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = partition_metrics(c);
+        if f(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "{what}: {m:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn metrics_report_the_end_offset_and_the_lag_as_records_are_consumed() {
+    let topic = unique_topic("lag");
+    let n = 1_000i64;
+    Produce::new(&topic, 1, n as u64).run();
+    let mut c = consumer(&[("max.poll.records", "100")]);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let mut k = 0i64;
+    poll_until(&mut c, Duration::from_secs(30), "the first records", |r| {
+        k += r.len() as i64;
+        k > 0
+    });
+    assert!(k < n);
+    let m = metrics_until(&mut c, "the end offset", |m| m.end_offset == Some(n));
+    assert_eq!(m.partition, tp);
+    assert_eq!(m.position, Some(k));
+    assert_eq!(m.lag, Some(n - k), "{m:?}");
+    assert!(!m.paused);
+    poll_until(&mut c, Duration::from_secs(30), "the rest", |r| {
+        k += r.len() as i64;
+        k >= n
+    });
+    assert_eq!(k, n);
+    let m = partition_metrics(&mut c);
+    assert_eq!(
+        (m.position, m.end_offset, m.lag),
+        (Some(n), Some(n), Some(0))
+    );
+    assert_eq!(m.buffered_records, 0);
+}
+
+#[test]
+fn under_read_committed_the_end_offset_is_the_last_stable_offset_of_an_open_transaction() {
+    let topic = unique_topic("lso");
+    Produce::new(&topic, 1, 100).run();
+    let mut p = Produce::new(&topic, 1, 50);
+    p.start = 100;
+    let txn_id = format!("it-{topic}");
+    p.txn = Some((&txn_id, "commit"));
+    let open = p.hold_open();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let one = std::slice::from_ref(&tp);
+
+    let mut committed = consumer(&[("isolation.level", "read_committed")]);
+    committed.assign(one).unwrap();
+    assert_eq!(
+        take_offsets(&mut committed, 100, "the committed records").len(),
+        100
+    );
+    assert!(offsets_over(&mut committed, Duration::from_millis(500)).is_empty());
+    let m = metrics_until(&mut committed, "the last stable offset", |m| {
+        m.end_offset == Some(100)
+    });
+    assert_eq!(m.lag, Some(0), "{m:?}");
+    assert_eq!(committed.end_offsets(one).unwrap()[&tp], 100);
+
+    let mut uncommitted = consumer(&[]);
+    uncommitted.assign(one).unwrap();
+    assert_eq!(
+        take_offsets(&mut uncommitted, 150, "every record").len(),
+        150
+    );
+    let m = metrics_until(&mut uncommitted, "the high watermark", |m| {
+        m.end_offset == Some(150)
+    });
+    assert_eq!(m.lag, Some(0), "{m:?}");
+    assert_eq!(uncommitted.end_offsets(one).unwrap()[&tp], 150);
+
+    // Committing the transaction moves the last stable offset past its marker.
+    open.finish();
+    let offsets = take_offsets(&mut committed, 50, "the transaction's records");
+    assert_eq!(offsets, (100..150).collect::<Vec<_>>());
+    let m = metrics_until(&mut committed, "the end after the marker", |m| {
+        m.end_offset == Some(151) && m.lag == Some(0)
+    });
+    assert_eq!(m.position, Some(151), "{m:?}");
+}

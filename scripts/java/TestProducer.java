@@ -20,6 +20,9 @@
 //   --compression none|gzip|snappy|lz4|zstd   (default none)
 //   --value-size S               pad values with '.' to S bytes (default 0)
 //   --transactional-id ID --txn commit|abort  produce everything in one transaction
+//   --hold                       with a transaction: once the records are written, print
+//                                "open" and keep the transaction open until a line (or
+//                                EOF) arrives on stdin, then commit or abort it
 //   --timestamp-start MS --timestamp-step MS  CreateTime of record i = start + (i-I)*step
 //   --batch-size B --linger-ms L (defaults 65536, 5)
 //
@@ -63,6 +66,7 @@ public class TestProducer {
     static String topic;
     static int partitions = 1;
     static boolean createOnly = false;
+    static boolean hold = false;
     static long count = 0;
     static long start = 0;
     static String compression = "none";
@@ -125,6 +129,9 @@ public class TestProducer {
                 case "--create-only":
                     createOnly = true;
                     continue;
+                case "--hold":
+                    hold = true;
+                    continue;
                 case "-h":
                 case "--help":
                     throw new UsageException("see the comment at the top of scripts/java/TestProducer.java");
@@ -162,6 +169,9 @@ public class TestProducer {
         }
         if (txn != null && !txn.equals("commit") && !txn.equals("abort")) {
             throw new UsageException("--txn must be commit or abort");
+        }
+        if (hold && transactionalId == null) {
+            throw new UsageException("--hold needs --transactional-id and --txn");
         }
         if (timestampStep != null && timestampStart == null) {
             throw new UsageException("--timestamp-step needs --timestamp-start");
@@ -296,6 +306,11 @@ public class TestProducer {
                 throw firstError.get();
             }
             if (transactionalId != null) {
+                if (hold) {
+                    System.out.println("open");
+                    System.out.flush();
+                    new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+                }
                 if (txn.equals("commit")) {
                     producer.commitTransaction();
                 } else {

@@ -6,7 +6,8 @@
 //! 2. Any failure (error response, disconnect, timeout) makes the next request a full one
 //!    that creates a new session; nothing partial is ever assumed.
 //! 3. A partition the caller does not ask for is forgotten (removed from the session), so
-//!    the broker never returns data for a paused or back-pressured partition.
+//!    the broker never returns data for a paused or back-pressured partition; nor answers
+//!    for a topic id the partition no longer has (a deleted and recreated topic).
 
 use std::collections::HashMap;
 
@@ -122,10 +123,15 @@ impl FetchSession {
                     ))
             })
             .collect();
+        // Forgotten: partitions no longer wanted, and (by id) partitions whose topic was
+        // recreated under a new id, which are sent again with the new one (KIP-516).
         let mut forgotten: Vec<(TopicPartition, Uuid)> = self
             .sent
             .iter()
-            .filter(|(tp, _)| !next.contains_key(*tp))
+            .filter(|(tp, (id, _))| match next.get(*tp) {
+                None => true,
+                Some((new_id, _)) => use_ids && !id.is_zero() && !new_id.is_zero() && id != new_id,
+            })
             .map(|(tp, (id, _))| (tp.clone(), *id))
             .collect();
         forgotten.sort();
@@ -268,6 +274,25 @@ mod tests {
         s.handle_response(ErrorCode::None, 3);
         let p = s.plan(vec![want(0, 0)], true, true);
         assert!(p.full);
+    }
+
+    #[test]
+    fn a_recreated_topic_forgets_the_old_topic_id_and_sends_the_new_one() {
+        let mut s = FetchSession::default();
+        s.plan(vec![want(0, 5)], true, true);
+        s.handle_response(ErrorCode::None, 3);
+        let mut recreated = want(0, 5);
+        recreated.topic_id = Uuid([2; 16]);
+        let p = s.plan(vec![recreated.clone()], true, true);
+        assert!(!p.full);
+        assert_eq!(p.partitions, vec![recreated.clone()]);
+        assert_eq!(
+            p.forgotten,
+            vec![(TopicPartition::new("t", 0), Uuid([1; 16]))]
+        );
+        s.handle_response(ErrorCode::None, 3);
+        let p = s.plan(vec![recreated], true, true);
+        assert!(p.partitions.is_empty() && p.forgotten.is_empty());
     }
 
     #[test]

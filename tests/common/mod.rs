@@ -74,8 +74,9 @@ pub fn libs() -> &'static str {
     })
 }
 
-/// The compiled test producer (compiled once per test process into its own folder).
-fn producer_classes() -> &'static PathBuf {
+/// The compiled Java helpers (`scripts/java/*.java`, compiled once per test process into
+/// its own folder).
+fn java_classes() -> &'static PathBuf {
     static C: OnceLock<PathBuf> = OnceLock::new();
     C.get_or_init(|| {
         let dir = root()
@@ -89,11 +90,121 @@ fn producer_classes() -> &'static PathBuf {
                 .arg(&dir)
                 .arg("-cp")
                 .arg(format!("{}/*", libs()))
-                .arg(root().join("scripts/java/TestProducer.java")),
-            "compiling scripts/java/TestProducer.java",
+                .arg(root().join("scripts/java/TestProducer.java"))
+                .arg(root().join("scripts/java/TestAdmin.java")),
+            "compiling scripts/java/TestProducer.java and TestAdmin.java",
         );
         dir
     })
+}
+
+/// A `java` command running the helper class `main` with the Kafka jars.
+fn java(main: &str) -> Command {
+    let cp = format!("{}:{}/*", java_classes().display(), libs());
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp")
+        .arg(cp)
+        .arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            root()
+                .join("scripts/kafka/log4j2-tools.properties")
+                .display()
+        ))
+        .arg(main);
+    cmd
+}
+
+/// Runs `scripts/java/TestAdmin.java` command `command` against the test broker with these
+/// options (see the comment at the top of that file); panics with its output on failure.
+/// Returns its stdout.
+pub fn admin(command: &str, options: &[(&str, &str)]) -> String {
+    let mut cmd = java("TestAdmin");
+    cmd.arg(command).args(["--bootstrap", bootstrap()]);
+    for (k, v) in options {
+        cmd.args([*k, *v]);
+    }
+    run(&mut cmd, &format!("TestAdmin {command}"))
+}
+
+/// A long-running Java helper (a group member, an open transaction): started, then waited
+/// for until it prints its ready line. Killed on drop unless [`JavaProcess::finish`]ed.
+pub struct JavaProcess {
+    child: Option<std::process::Child>,
+    lines: std::sync::mpsc::Receiver<String>,
+    what: String,
+}
+
+impl JavaProcess {
+    fn spawn(mut cmd: Command, what: &str, ready: &str) -> JavaProcess {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what}: cannot start java: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = JavaProcess {
+            child: Some(child),
+            lines: rx,
+            what: what.to_owned(),
+        };
+        p.wait_for_line(ready, Duration::from_secs(90));
+        p
+    }
+
+    /// Waits for a stdout line starting with `prefix`; returns it.
+    pub fn wait_for_line(&mut self, prefix: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("{}: no line `{prefix}...` ({e:?})", self.what),
+            }
+        }
+    }
+
+    /// Closes its stdin (it then finishes: a member leaves the group, a held transaction
+    /// is ended) and waits for it to exit successfully.
+    pub fn finish(mut self) {
+        let mut child = self.child.take().expect("running");
+        drop(child.stdin.take());
+        let status = child.wait().expect("waiting for java");
+        assert!(status.success(), "{} exited with {status}", self.what);
+    }
+}
+
+impl Drop for JavaProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A Java consumer that is an active member of `group`, subscribed to `topic`, until it is
+/// finished or dropped. `protocol` is the Java `group.protocol` (classic or consumer).
+pub fn group_member(group: &str, topic: &str, protocol: &str) -> JavaProcess {
+    let mut cmd = java("TestAdmin");
+    cmd.arg("member")
+        .args(["--bootstrap", bootstrap()])
+        .args(["--group", group])
+        .args(["--topic", topic])
+        .args(["--protocol", protocol]);
+    JavaProcess::spawn(cmd, &format!("group member of {group}"), "joined")
 }
 
 /// A topic name no earlier run used.
@@ -142,20 +253,9 @@ impl<'a> Produce<'a> {
         }
     }
 
-    /// Runs the producer; panics with its output on failure.
-    pub fn run(&self) {
-        let cp = format!("{}:{}/*", producer_classes().display(), libs());
-        let mut cmd = Command::new("java");
-        cmd.arg("-cp")
-            .arg(cp)
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                root()
-                    .join("scripts/kafka/log4j2-tools.properties")
-                    .display()
-            ))
-            .arg("TestProducer")
-            .args(["--bootstrap", self.bootstrap.unwrap_or_else(|| bootstrap())])
+    fn command(&self) -> Command {
+        let mut cmd = java("TestProducer");
+        cmd.args(["--bootstrap", self.bootstrap.unwrap_or_else(|| bootstrap())])
             .args(["--topic", self.topic])
             .args(["--partitions", &self.partitions.to_string()])
             .args(["--start", &self.start.to_string()])
@@ -169,7 +269,21 @@ impl<'a> Produce<'a> {
             cmd.args(["--timestamp-start", &start.to_string()])
                 .args(["--timestamp-step", &step.to_string()]);
         }
-        run(&mut cmd, &format!("producing to {}", self.topic));
+        cmd
+    }
+
+    /// Runs the producer; panics with its output on failure.
+    pub fn run(&self) {
+        run(&mut self.command(), &format!("producing to {}", self.topic));
+    }
+
+    /// Writes the records in the transaction of `self.txn` and keeps it open: returns once
+    /// they are written; [`JavaProcess::finish`] then commits or aborts it (as `txn` says).
+    pub fn hold_open(&self) -> JavaProcess {
+        assert!(self.txn.is_some(), "hold_open needs a transaction");
+        let mut cmd = self.command();
+        cmd.arg("--hold");
+        JavaProcess::spawn(cmd, &format!("open transaction on {}", self.topic), "open")
     }
 }
 
@@ -271,6 +385,17 @@ impl OwnBroker {
         b
     }
 
+    /// The process id of the broker's JVM.
+    pub fn pid(&self) -> u32 {
+        let dir = &self.env[0].1;
+        let path = root().join(dir).join("broker.pid");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+            .trim()
+            .parse()
+            .expect("a pid")
+    }
+
     pub fn script(&self, args: &[&str]) -> String {
         let mut cmd = Command::new("bash");
         cmd.arg(root().join("scripts/broker.sh")).args(args);
@@ -367,6 +492,20 @@ impl IoThread {
                 "no new I/O thread found: {new:?}"
             );
             std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Whether the thread still runs: its task exists and is neither a zombie nor dead.
+    pub fn is_running(&self) -> bool {
+        match std::fs::read_to_string(format!("/proc/self/task/{}/stat", self.tid)) {
+            Ok(stat) => {
+                let state = stat[stat.rfind(')').expect("stat format") + 2..]
+                    .chars()
+                    .next()
+                    .unwrap_or('X');
+                !matches!(state, 'Z' | 'X' | 'x')
+            }
+            Err(_) => false,
         }
     }
 

@@ -1,0 +1,196 @@
+// Admin and group helper for the kafka-consumer integration tests: what the Rust tests
+// need a real Java client for (deleting topics, a group's committed offsets as the Java
+// consumer sees them, committing from Java, an active group member).
+//
+// Java 17 single-file source program, no build step:
+//
+//   LIBS=$(scripts/broker.sh libs | tail -n1)
+//   java -Dlog4j2.configurationFile=scripts/kafka/log4j2-tools.properties \
+//        -cp "$LIBS/*" scripts/java/TestAdmin.java COMMAND --bootstrap 127.0.0.1:19092 ...
+//
+// Commands:
+//   delete-topic --topic T
+//       deletes T and waits until the broker no longer lists it; prints "deleted T"
+//   committed --group G --topic T --partitions P
+//       prints, per partition p of 0..P-1, the committed offset as the Java consumer's
+//       committed() sees it: "committed p OFFSET METADATA" or "committed p none"
+//   commit --group G --topic T --partition p --offset O [--metadata M]
+//       commits O (with metadata M) for T-p as a consumer outside the group (assign +
+//       commitSync); prints "committed"
+//   member --group G --topic T [--protocol classic|consumer]
+//       subscribes to T in group G, polls until it has an assignment, prints
+//       "joined [partitions]", then keeps polling (staying in the group) until its stdin
+//       closes; then leaves the group and prints "left"
+//
+// Exits 0 on success; prints the error and exits non-zero on failure.
+
+import java.io.InputStream;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+public class TestAdmin {
+    static final Map<String, String> opts = new HashMap<>();
+
+    public static void main(String[] args) {
+        try {
+            quietLogging();
+            if (args.length == 0) throw new IllegalArgumentException("no command");
+            String cmd = args[0];
+            for (int k = 1; k < args.length; k += 2) {
+                if (k + 1 >= args.length) throw new IllegalArgumentException("missing value for " + args[k]);
+                opts.put(args[k], args[k + 1]);
+            }
+            switch (cmd) {
+                case "delete-topic": deleteTopic(); break;
+                case "committed": committed(); break;
+                case "commit": commit(); break;
+                case "member": member(); break;
+                default: throw new IllegalArgumentException("unknown command " + cmd);
+            }
+            System.out.flush();
+            System.exit(0);
+        } catch (Throwable t) {
+            System.err.println("TestAdmin: FAILED: " + t);
+            t.printStackTrace(System.err);
+            System.exit(1);
+        }
+    }
+
+    static String opt(String name) {
+        String v = opts.get(name);
+        if (v == null) throw new IllegalArgumentException(name + " is required");
+        return v;
+    }
+
+    /** Sets the log4j2 root level to WARN unless a config file was given. */
+    static void quietLogging() {
+        if (System.getProperty("log4j2.configurationFile") != null) {
+            return;
+        }
+        try {
+            Class<?> configurator = Class.forName("org.apache.logging.log4j.core.config.Configurator");
+            Class<?> level = Class.forName("org.apache.logging.log4j.Level");
+            Object warn = level.getField("WARN").get(null);
+            configurator.getMethod("setRootLevel", level).invoke(null, warn);
+        } catch (Throwable ignored) {
+            // log4j2 not on the class path: nothing to do.
+        }
+    }
+
+    static void deleteTopic() throws Exception {
+        String topic = opt("--topic");
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, opt("--bootstrap"));
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 30000);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 60000);
+        try (Admin admin = Admin.create(p)) {
+            admin.deleteTopics(Collections.singleton(topic)).all().get(60, TimeUnit.SECONDS);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (true) {
+                boolean gone = false;
+                try {
+                    admin.describeTopics(Collections.singleton(topic)).allTopicNames().get(30, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) throw e;
+                    gone = true;
+                }
+                if (gone && !admin.listTopics().names().get(30, TimeUnit.SECONDS).contains(topic)) break;
+                if (System.nanoTime() > deadline) throw new IllegalStateException("topic " + topic + " still listed");
+                Thread.sleep(100);
+            }
+        }
+        System.out.println("deleted " + topic);
+    }
+
+    static Properties consumerProps(String group) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, opt("--bootstrap"));
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-consumer-test-admin");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        return p;
+    }
+
+    static void committed() {
+        String topic = opt("--topic");
+        int partitions = Integer.parseInt(opt("--partitions"));
+        Set<TopicPartition> tps = new HashSet<>();
+        for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(opt("--group")))) {
+            Map<TopicPartition, OffsetAndMetadata> got = c.committed(tps, Duration.ofSeconds(60));
+            for (int i = 0; i < partitions; i++) {
+                OffsetAndMetadata o = got.get(new TopicPartition(topic, i));
+                if (o == null) {
+                    System.out.println("committed " + i + " none");
+                } else {
+                    System.out.println("committed " + i + " " + o.offset() + " " + o.metadata());
+                }
+            }
+        }
+    }
+
+    static void commit() {
+        TopicPartition tp = new TopicPartition(opt("--topic"), Integer.parseInt(opt("--partition")));
+        long offset = Long.parseLong(opt("--offset"));
+        String metadata = opts.getOrDefault("--metadata", "");
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(opt("--group")))) {
+            c.assign(Collections.singleton(tp));
+            c.commitSync(Collections.singletonMap(tp, new OffsetAndMetadata(offset, metadata)),
+                    Duration.ofSeconds(60));
+        }
+        System.out.println("committed");
+    }
+
+    static void member() throws Exception {
+        Properties p = consumerProps(opt("--group"));
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, opts.getOrDefault("--protocol", "classic"));
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        AtomicBoolean stdinClosed = new AtomicBoolean(false);
+        Thread watcher = new Thread(() -> {
+            try {
+                InputStream in = System.in;
+                while (in.read() >= 0) {
+                    // keep reading until EOF
+                }
+            } catch (Exception ignored) {
+                // treat as closed
+            }
+            stdinClosed.set(true);
+        });
+        watcher.setDaemon(true);
+        watcher.start();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(Collections.singleton(opt("--topic")));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (c.assignment().isEmpty()) {
+                c.poll(Duration.ofMillis(100));
+                if (System.nanoTime() > deadline) throw new IllegalStateException("no assignment within 60 s");
+            }
+            System.out.println("joined " + c.assignment());
+            System.out.flush();
+            while (!stdinClosed.get()) {
+                c.poll(Duration.ofMillis(100));
+            }
+        }
+        System.out.println("left");
+    }
+}
