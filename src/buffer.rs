@@ -7,12 +7,19 @@
 //!    response frames, decompressed batches, record indexes, and spare pooled buffers. Only
 //!    the I/O thread charges; it charges beyond the cap only for a response it already
 //!    received ([`Budget::charge`]), everything else goes through [`Budget::try_charge`].
-//! 2. A [`Charge`] gives its bytes back when dropped, on whatever thread drops it; when the
-//!    I/O thread had stopped fetching for lack of room, giving back wakes it.
+//! 2. A [`Charge`] gives its bytes back when dropped, on whatever thread drops it. Only
+//!    memory given back from outside the fetch path ([`Budget::memory_returned`]: records
+//!    the application held were dropped, or spare buffers were dropped to make room) counts
+//!    as a release and wakes the I/O thread when it had stopped fetching for lack of room;
+//!    the I/O thread freeing what it charged for a response (a frame nothing kept, a spare
+//!    it took) does neither, so a partition that waits for room is never refetched in a
+//!    loop while the application holds the memory.
 //! 3. The pool keeps at most [`POOL_SIZE`] buffers, each no larger than
 //!    [`POOL_MAX_BUFFER`]; a larger buffer is freed when its frame is dropped, so one huge
 //!    response does not stay allocated forever. It keeps a spare only while at least half
-//!    the budget stays free, so spare buffers can never keep the I/O thread from fetching.
+//!    the budget stays free, and gives all of them up when the I/O thread waits for room
+//!    ([`Pool::yield_to_starved`]), so spare buffers can never keep the I/O thread from
+//!    fetching, nor a batch that fits the budget from being decoded.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -35,7 +42,8 @@ pub(crate) struct Budget {
     used: AtomicUsize,
     /// Set by the I/O thread when it stopped fetching for lack of room.
     starved: AtomicBool,
-    /// Counts releases, so the I/O thread can tell whether memory was freed since.
+    /// Counts the application's releases, so the I/O thread can tell whether it freed
+    /// memory since.
     releases: AtomicU64,
     wake: Box<dyn Fn() + Send + Sync>,
 }
@@ -68,7 +76,7 @@ impl Budget {
         self.cap.saturating_sub(self.used())
     }
 
-    /// How many times bytes were given back so far.
+    /// How many times the application gave memory back so far.
     pub fn releases(&self) -> u64 {
         self.releases.load(Ordering::Acquire)
     }
@@ -123,15 +131,18 @@ impl Budget {
         self.starved.store(true, Ordering::Release);
     }
 
-    fn release(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.used.fetch_sub(n, Ordering::AcqRel);
+    /// Memory was given back from outside the fetch path (records the application held
+    /// were dropped, and their charges with them; or spare buffers were dropped to make
+    /// room): counts as a release, and wakes the I/O thread if it waits for room.
+    pub fn memory_returned(&self) {
         self.releases.fetch_add(1, Ordering::AcqRel);
         if self.starved.swap(false, Ordering::AcqRel) {
             (self.wake)();
         }
+    }
+
+    fn release(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
     }
 }
 
@@ -156,6 +167,11 @@ impl Charge {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.n
+    }
+
+    /// The budget charged.
+    pub fn budget(&self) -> &Arc<Budget> {
+        &self.budget
     }
 
     /// Charges `more` bytes to this charge if they fit under the cap.
@@ -270,6 +286,21 @@ impl Pool {
         }
     }
 
+    /// When the I/O thread waits for room, frees the spare buffers; if nothing else is held
+    /// then, counts that as memory given back, so the batch that did not fit is tried again
+    /// (with the application holding memory, its release does that).
+    pub fn yield_to_starved(&self) {
+        if !self.budget.is_starved() || self.rx.is_empty() {
+            return;
+        }
+        while let Ok(spare) = self.rx.try_recv() {
+            drop(spare);
+        }
+        if self.budget.used() == 0 {
+            self.budget.memory_returned();
+        }
+    }
+
     /// Keeps `buf` as a spare if it is worth it and the budget keeps at least half its
     /// room free afterwards (so spares can never stop the fetching), else frees it.
     fn give(&self, buf: Vec<u8>) {
@@ -334,6 +365,32 @@ mod tests {
     }
 
     #[test]
+    fn spares_give_way_when_the_io_thread_waits_for_room() {
+        let b = budget(4 * N);
+        let pool = Pool::new(Arc::clone(&b));
+        drop(pool.frame(vec![0; N], 1));
+        assert_eq!(b.used(), N);
+        pool.yield_to_starved();
+        assert_eq!(b.used(), N, "not waiting for room: the spare stays");
+        b.wake_on_release();
+        let held = b.try_charge(N).expect("fits");
+        pool.yield_to_starved();
+        assert_eq!(b.used(), N, "the spare is gone");
+        assert_eq!(
+            b.releases(),
+            0,
+            "the application still holds memory: it will release"
+        );
+        drop(held);
+        drop(pool.frame(vec![0; N], 1));
+        b.wake_on_release();
+        pool.yield_to_starved();
+        assert_eq!(b.used(), 0);
+        assert_eq!(b.releases(), 1, "nothing else held: counts as a release");
+        assert!(!b.is_starved());
+    }
+
+    #[test]
     fn spares_never_take_more_than_half_the_budget() {
         let b = budget(3 * N);
         let pool = Pool::new(Arc::clone(&b));
@@ -348,7 +405,7 @@ mod tests {
     }
 
     #[test]
-    fn charges_respect_the_cap_and_release_wakes_a_starved_thread() {
+    fn charges_respect_the_cap_and_only_the_application_giving_back_wakes_a_starved_thread() {
         let woken = Arc::new(AtomicUsize::new(0));
         let w = Arc::clone(&woken);
         let b = Budget::new(
@@ -364,13 +421,24 @@ mod tests {
         assert_eq!(b.room(), 0);
         assert!(b.starve());
         drop(a);
+        assert_eq!(b.room(), 60);
+        assert_eq!(
+            woken.load(Ordering::SeqCst),
+            0,
+            "the I/O thread's own frees"
+        );
+        assert_eq!(b.releases(), 0);
+        assert!(b.is_starved());
+        b.memory_returned();
         assert_eq!(woken.load(Ordering::SeqCst), 1);
+        assert_eq!(b.releases(), 1);
         assert!(!b.is_starved());
         c.grow(200);
         assert_eq!(b.used(), 240, "a received response may overshoot");
         c.shrink(200);
         drop(c);
         assert_eq!(b.used(), 0);
+        b.memory_returned();
         assert_eq!(woken.load(Ordering::SeqCst), 1, "not starved: no wake");
     }
 }

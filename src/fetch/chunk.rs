@@ -105,6 +105,20 @@ pub(crate) struct Chunk {
     _charge: Option<Charge>,
 }
 
+impl Drop for Chunk {
+    /// The application is done with these records: their bytes (and the frame's, if no
+    /// other chunk points into it) go back to the budget, and a fetch waiting for room
+    /// may go.
+    fn drop(&mut self) {
+        if let Some(charge) = self._charge.take() {
+            let budget = Arc::clone(charge.budget());
+            drop(charge);
+            self.frame = None;
+            budget.memory_returned();
+        }
+    }
+}
+
 impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Chunk")

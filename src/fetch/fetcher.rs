@@ -983,7 +983,8 @@ impl Fetcher {
                                     ),
                                 )
                                 .with_partition(tp.clone())
-                                .with_offset(offset);
+                                .with_offset(offset)
+                                .with_skip_to(skip_to);
                                 self.events.push_back(FetchEvent::Error(e, Some(epoch)));
                             }
                             Some(Stop::Error {

@@ -486,6 +486,8 @@ impl IoLoop {
     /// Collects what every component wants to send, connects wanted links, and hands
     /// events to the user side.
     fn drive(&mut self, now: Instant) {
+        // Spare buffers give way to a batch that waits for room.
+        self.pool.yield_to_starved();
         // What the last answers produced first: committed offsets position partitions the
         // fetcher is about to plan.
         self.forward_events(now);
