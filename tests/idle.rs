@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use common::cluster::*;
 use common::{IoThread, OwnBroker, Produce};
-use kafka_consumer::testing::records::testing::{encode_batch, BatchSpec};
+use kafka_consumer::testing::records::testing::{
+    encode_batch, encode_records, BatchSpec, RecordSpec,
+};
 use kafka_consumer::{Consumer, ConsumerConfig, Error, ErrorKind, OffsetReset, TopicPartition};
 
 /// The measuring window.
@@ -252,6 +254,11 @@ fn a_broker_closing_idle_connections_does_not_make_the_consumer_reconnect_in_a_l
         poll_records(&mut c, 3, Duration::from_secs(10)),
         vec![0, 1, 2]
     );
+    wait_for(
+        "the broker to close an idle link",
+        Duration::from_secs(5),
+        || fake.idle_closes() >= 1,
+    );
     let w = measure(&io, &fake);
     assert_idle(&w, "a broker closing connections idle for 300 ms");
     assert!(
@@ -261,6 +268,13 @@ fn a_broker_closing_idle_connections_does_not_make_the_consumer_reconnect_in_a_l
     );
     // Still consuming: new records are fetched on the fetch link, which stays busy.
     assert!(w.fetches >= 2, "the fetch long-polls go on: {w:?}");
+    // Paused, nothing is fetched: the broker closes the fetch link too, and nothing
+    // reopens it.
+    c.pause(&[tp0()]).unwrap();
+    let w = measure(&io, &fake);
+    assert_idle(&w, "paused, with a broker closing idle connections");
+    assert_eq!(w.fetches, 0, "{w:?}");
+    assert!(w.connections <= 1, "{w:?}");
 }
 
 #[test]
@@ -275,9 +289,26 @@ fn a_real_broker_with_a_short_connections_max_idle_ms_leaves_an_idle_consumer_id
     c.assign(std::slice::from_ref(&tp)).unwrap();
     assert_eq!(c.position(&tp).unwrap(), 0);
     assert!(c.poll(Duration::from_millis(500)).unwrap().is_empty());
-    // Past connections.max.idle.ms (plus the broker's check interval): the idle control
-    // link has been closed by the broker.
-    std::thread::sleep(Duration::from_secs(5));
+    let port: u16 = broker
+        .bootstrap
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        sockets_to(port) >= 2,
+        "control and fetch links are open: {}",
+        sockets_to(port)
+    );
+    // Past connections.max.idle.ms the broker closes the idle links; the fetch link, busy
+    // with long polls, stays.
+    wait_for(
+        "the broker to close the idle links",
+        Duration::from_secs(20),
+        || sockets_to(port) == 1,
+    );
+    std::thread::sleep(SETTLE);
     let busy = io.busy_fraction_over(WINDOW);
     eprintln!("busy {busy:.3}");
     assert!(
@@ -285,8 +316,40 @@ fn a_real_broker_with_a_short_connections_max_idle_ms_leaves_an_idle_consumer_id
         "after the broker closed idle links the I/O thread used {:.0} % of a core",
         busy * 100.0
     );
+    assert_eq!(sockets_to(port), 1, "nothing reconnected the closed links");
     // And it still works.
     assert_eq!(c.end_offsets(std::slice::from_ref(&tp)).unwrap()[&tp], 0);
+}
+
+/// This process's established TCP connections to 127.0.0.1:`port` (its sockets, found
+/// through `/proc/self/fd`, matched with `/proc/net/tcp`).
+fn sockets_to(port: u16) -> usize {
+    let mut inodes = std::collections::HashSet::new();
+    for fd in std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .flatten()
+    {
+        if let Ok(link) = std::fs::read_link(fd.path()) {
+            let link = link.to_string_lossy().into_owned();
+            if let Some(inode) = link
+                .strip_prefix("socket:[")
+                .and_then(|l| l.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_owned());
+            }
+        }
+    }
+    let remote = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/self/net/tcp")
+        .expect("/proc/self/net/tcp")
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl, local, remote, state (01: established), ..., inode (10th)
+            f.len() > 9 && f[2] == remote && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
 }
 
 // ----- 5: answers that do not move the position ---------------------------------------
@@ -471,6 +534,30 @@ fn a_batch_that_fails_to_decompress_is_reported_and_refetched_at_most_about_once
     }
 }
 
+#[test]
+fn a_batch_too_large_for_the_buffer_is_retried_at_most_about_once_a_second() {
+    // 32 KiB of zstd that inflates to 1 GiB, with the default 16 MiB fetch.buffer.bytes:
+    // each retry decompresses up to the budget before giving up, so retries must be rare.
+    let mut log = Log::default();
+    log.append_batch(
+        0,
+        1000,
+        compressed_batch(0, 1000, ZSTD, &zstd_zeros(1 << 30)),
+    );
+    let fake = FakeCluster::start(
+        Options::default(),
+        serve_logs(Arc::new(HashMap::from([(0, log)]))),
+    );
+    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    c.assign(&[tp0()]).unwrap();
+    let e = poll_error(&mut c, Duration::from_secs(10));
+    eprintln!("{e}");
+    assert_eq!(e.kind(), ErrorKind::RecordTooLarge, "{e}");
+    let w = measure(&io, &fake);
+    assert_idle(&w, "a batch too large for fetch.buffer.bytes");
+    assert!(w.fetches <= at_most(1) + 1, "retries back off: {w:?}");
+}
+
 // ----- 8: settings of zero ------------------------------------------------------------
 
 /// A port nothing listens on.
@@ -579,16 +666,10 @@ fn a_full_prefetch_buffer_while_the_application_does_not_poll_leaves_the_thread_
     // Two partitions, one zstd batch each that inflates to 12 MiB: with the default
     // 16 MiB buffer one fits, the other must wait until the application frees memory.
     let value = vec![0u8; 1024 * 1024];
-    let recs: Vec<(
-        i32,
-        i64,
-        Option<&[u8]>,
-        Option<&[u8]>,
-        &[(&str, Option<&[u8]>)],
-    )> = (0..12)
+    let recs: Vec<RecordSpec<'_>> = (0..12)
         .map(|i| (i, 0, None, Some(&value[..]), &[][..]))
         .collect();
-    let section = kafka_consumer::testing::records::testing::encode_records(&recs);
+    let section = encode_records(&recs);
     let bytes = compressed_batch(0, 12, ZSTD, &zstd_frame(&section));
     let mut logs = HashMap::new();
     for p in 0..2 {

@@ -95,15 +95,19 @@ fn poll_error(c: &mut Consumer, limit: Duration) -> (Error, Vec<i64>) {
 }
 
 /// Runs a consumer on `log` until its first error, and returns the error and how much the
-/// peak resident memory grew meanwhile.
-fn first_error_and_growth(log: Log, cfg: impl Fn(&str) -> ConsumerConfig) -> (Error, usize) {
+/// peak resident memory grew meanwhile. `good`: the offsets expected before the error.
+fn first_error_and_growth(
+    log: Log,
+    good: &[i64],
+    cfg: impl Fn(&str) -> ConsumerConfig,
+) -> (Error, usize) {
     let fake = one_partition(log);
     reset_peak();
     let base = rss();
     let mut c = Consumer::new(cfg(&fake.bootstrap())).unwrap();
     c.assign(&[tp(0)]).unwrap();
     let (e, got) = poll_error(&mut c, Duration::from_secs(20));
-    assert_eq!(got, vec![0, 1], "the good batch before the bad one arrives");
+    assert_eq!(got, good, "the records before the bad batch arrive first");
     let growth = peak().saturating_sub(base);
     eprintln!("{e}\npeak grew by {}", mib(growth));
     c.close().unwrap();
@@ -114,6 +118,14 @@ fn first_error_and_growth(log: Log, cfg: impl Fn(&str) -> ConsumerConfig) -> (Er
 fn good_then(bad: Vec<u8>, next: i64) -> Log {
     let mut log = Log::default();
     log.append(2);
+    log.append_batch(2, next, bad);
+    log
+}
+
+/// A log whose first batch is `bad`, holding offsets 2..`next` (offsets 0 and 1 were
+/// compacted away): a fetch from the start returns it first.
+fn bad_first(bad: Vec<u8>, next: i64) -> Log {
+    let mut log = Log::default();
     log.append_batch(2, next, bad);
     log
 }
@@ -153,13 +165,19 @@ fn a_batch_claiming_two_billion_records_is_an_error_naming_its_offset_without_al
         ..BatchSpec::default()
     });
     for (what, bad) in [("uncompressed", plain), ("zstd", zstd)] {
-        let (e, growth) = first_error_and_growth(good_then(bad, 5), config);
-        assert_names_the_batch(&e);
-        assert!(
-            growth < 16 * MIB,
-            "{what}: peak resident memory grew by {}",
-            mib(growth)
-        );
+        // First in the answer, and after a good batch.
+        for (log, good) in [
+            (bad_first(bad.clone(), 5), &[][..]),
+            (good_then(bad, 5), &[0, 1][..]),
+        ] {
+            let (e, growth) = first_error_and_growth(log, good, config);
+            assert_names_the_batch(&e);
+            assert!(
+                growth < 16 * MIB,
+                "{what}: peak resident memory grew by {}",
+                mib(growth)
+            );
+        }
     }
 }
 
@@ -195,7 +213,7 @@ fn a_snappy_block_declaring_512_mib_is_an_error_and_allocates_nothing_of_the_sor
         let bad = compressed_batch(2, 3, SNAPPY, &section);
         // check.crcs=false: nothing but the codec stands between the claim and memory.
         let (e, growth) =
-            first_error_and_growth(good_then(bad, 5), |b| config(b).check_crcs(false));
+            first_error_and_growth(bad_first(bad, 5), &[], |b| config(b).check_crcs(false));
         assert_names_the_batch(&e);
         assert!(
             growth < 16 * MIB,
@@ -213,7 +231,7 @@ fn a_32_kib_zstd_batch_inflating_to_1_gib_is_too_large_naming_where_to_seek_in_b
     let bomb = zstd_zeros(1 << 30);
     assert!(bomb.len() <= 40 * 1024, "{} bytes", bomb.len());
     let bad = compressed_batch(2, 1000, ZSTD, &bomb);
-    let (e, growth) = first_error_and_growth(good_then(bad, 1002), config);
+    let (e, growth) = first_error_and_growth(good_then(bad, 1002), &[0, 1], config);
     assert_eq!(e.kind(), ErrorKind::RecordTooLarge, "{e}");
     assert_names_the_batch(&e);
     assert_eq!(e.skip_to(), Some(1002), "{e}");
@@ -393,9 +411,14 @@ fn a_100_mib_response_does_not_stay_allocated_after_its_records_are_dropped() {
     );
     assert_eq!(fetched.load(Ordering::SeqCst), 1, "one huge response");
     drop(held);
-    // Fetching goes on (empty long polls) with the freed memory back.
-    assert!(c.poll(Duration::from_millis(1500)).unwrap().is_empty());
-    let after = rss();
+    // Fetching goes on (empty long polls), and the memory is given back to the system.
+    assert!(c.poll(Duration::from_millis(700)).unwrap().is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut after = rss();
+    while after >= base + 40 * MIB && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = rss();
+    }
     eprintln!("after dropping them {}", mib(after));
     assert!(
         after < base + 40 * MIB,
@@ -403,7 +426,7 @@ fn a_100_mib_response_does_not_stay_allocated_after_its_records_are_dropped() {
         mib(base),
         mib(after)
     );
-    assert!(c.metrics().prefetched_bytes < 40 * MIB);
+    assert!(c.metrics().prefetched_bytes < MIB);
 }
 
 // ----- spare buffers and the budget -----------------------------------------------------

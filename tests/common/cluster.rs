@@ -110,6 +110,7 @@ pub type Handler = dyn Fn(&Request<'_>) -> Reply + Send + Sync;
 /// Counters the tests bound.
 pub struct Stats {
     connections: AtomicUsize,
+    idle_closes: AtomicUsize,
     requests: [AtomicUsize; 80],
 }
 
@@ -117,6 +118,7 @@ impl Default for Stats {
     fn default() -> Self {
         Stats {
             connections: AtomicUsize::new(0),
+            idle_closes: AtomicUsize::new(0),
             requests: std::array::from_fn(|_| AtomicUsize::new(0)),
         }
     }
@@ -177,6 +179,11 @@ impl FakeCluster {
         self.stats.connections.load(Ordering::SeqCst)
     }
 
+    /// Connections closed for being idle so far.
+    pub fn idle_closes(&self) -> usize {
+        self.stats.idle_closes.load(Ordering::SeqCst)
+    }
+
     /// Requests of API `key` received so far (all nodes).
     pub fn requests(&self, key: i16) -> usize {
         self.stats.requests[key as usize].load(Ordering::SeqCst)
@@ -195,7 +202,13 @@ fn serve(
         // Waiting for the next request is where an idle connection is closed.
         let _ = s.set_read_timeout(opts.idle_close);
         let mut len = [0u8; 4];
-        if s.read_exact(&mut len).is_err() {
+        if let Err(e) = s.read_exact(&mut len) {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                stats.idle_closes.fetch_add(1, Ordering::SeqCst);
+            }
             return;
         }
         let _ = s.set_read_timeout(None);
