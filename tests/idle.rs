@@ -56,6 +56,7 @@ struct Window {
     metadata: usize,
     fetches: usize,
     list_offsets: usize,
+    find_coordinator: usize,
     connections: usize,
 }
 
@@ -68,6 +69,7 @@ fn measure(io: &IoThread, fake: &FakeCluster) -> Window {
             fake.requests(METADATA),
             fake.requests(FETCH),
             fake.requests(LIST_OFFSETS),
+            fake.requests(FIND_COORDINATOR),
             fake.connections(),
         )
     };
@@ -79,7 +81,8 @@ fn measure(io: &IoThread, fake: &FakeCluster) -> Window {
         metadata: after.0 - before.0,
         fetches: after.1 - before.1,
         list_offsets: after.2 - before.2,
-        connections: after.3 - before.3,
+        find_coordinator: after.3 - before.3,
+        connections: after.4 - before.4,
     };
     eprintln!("window: {w:?}");
     w
@@ -878,4 +881,52 @@ fn an_io_thread_panic_closes_the_consumer_for_every_later_call_promptly() {
         assert_eq!(e.kind(), ErrorKind::Closed, "{call}: {e}");
         assert!(e.to_string().contains("panicked"), "{call}: {e}");
     }
+}
+
+// ----- the group coordinator ------------------------------------------------------------
+
+#[test]
+fn a_coordinator_that_refuses_connections_is_awaited_idly_and_rediscovered() {
+    // FindCoordinator names node 7 on a port nobody listens on until `moved`, then node 0:
+    // the consumer must look for the coordinator again after its link fails (not reconnect
+    // to the dead one for ever) to read the group's committed offset.
+    let dead = refused_port();
+    let moved = Arc::new(AtomicBool::new(false));
+    let m2 = Arc::clone(&moved);
+    let mut log = Log::default();
+    log.append(3);
+    let fake = FakeCluster::start(
+        Options::default(),
+        Arc::new(move |r: &Request<'_>| match r.key {
+            METADATA => Reply::Send(simple_metadata(r, 1)),
+            FIND_COORDINATOR if !m2.load(Ordering::SeqCst) => {
+                Reply::Send(find_coordinator_at(r, 7, dead))
+            }
+            FIND_COORDINATOR => Reply::Send(find_coordinator(r)),
+            OFFSET_FETCH => Reply::Send(offset_fetch_nothing(r)),
+            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+            FETCH => Reply::Send(fetch(r, |w| log.answer(w))),
+            _ => Reply::Close,
+        }),
+    );
+    let (mut c, io) = IoThread::of(config(&fake.bootstrap()).group_id("g"));
+    c.assign(&[tp0()]).unwrap();
+    wait_for("FindCoordinator", Duration::from_secs(10), || {
+        fake.requests(FIND_COORDINATOR) >= 1
+    });
+    let w = measure(&io, &fake);
+    assert_idle(&w, "a coordinator that refuses connections");
+    assert!(
+        (1..=at_most(2)).contains(&w.find_coordinator),
+        "the coordinator is looked for again, at a spaced pace: {w:?}"
+    );
+    moved.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    assert_eq!(
+        poll_records(&mut c, 3, Duration::from_secs(5)),
+        vec![0, 1, 2]
+    );
+    eprintln!("records {:?} after the coordinator moved", t.elapsed());
+    let w = measure(&io, &fake);
+    assert_idle(&w, "after the coordinator was found");
 }

@@ -48,7 +48,7 @@ use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher, SeekTo};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
 use crate::group::commit::{CommitConfig, CommitEvent, Commits, Committed, CommittedResult};
 use crate::group::coordinator::Coordinator;
-use crate::link::{Failure, Links, Owner, Peer, Route, Tag, Transmit};
+use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::{PositionEpoch, TopicPartition};
 
 const WAKER: Token = Token(0);
@@ -723,13 +723,10 @@ impl IoLoop {
 
     fn connect(&mut self, route: Route, now: Instant) {
         let Some((host, port)) = self.address(route) else {
-            self.links.on_closed(
-                route,
-                "no address known for this broker",
-                now,
-                &mut self.jitter,
-            );
+            let why = "no address known for this broker";
+            self.links.on_closed(route, why, now, &mut self.jitter);
             self.cluster.request_update();
+            self.group_link_failed(route, why, now);
             return;
         };
         if let Some(mut old) = self.conns.remove(&route) {
@@ -824,10 +821,22 @@ impl IoLoop {
             log::debug!("{route} ({}) closed while idle: {why}", conn.host);
         }
         self.links.on_closed(route, why, now, &mut self.jitter);
+        if conn.state != ConnState::Ready {
+            self.group_link_failed(route, why, now);
+        }
         for f in failed {
             if let Some(tag) = f.tag {
                 self.route_failure(tag, &failure, now);
             }
+        }
+    }
+
+    /// The link to the group coordinator could not be opened: look for the coordinator
+    /// again (it may have moved), as a request that fails on that link does.
+    fn group_link_failed(&mut self, route: Route, why: &str, now: Instant) {
+        if let (Lane::Group, Peer::Node(node), Some(g)) = (route.lane, route.peer, &mut self.group)
+        {
+            g.coordinator.link_failed(node, why, now);
         }
     }
 

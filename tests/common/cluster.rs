@@ -358,10 +358,15 @@ pub fn list_offsets(r: &Request<'_>, answer: impl Fn(&str, i32, i64) -> (i16, i6
 
 /// A FindCoordinator answer (v0-v3): node 0 coordinates every group.
 pub fn find_coordinator(r: &Request<'_>) -> Vec<u8> {
+    find_coordinator_at(r, 0, r.ports[0])
+}
+
+/// A FindCoordinator answer (v0-v3) naming `node` at 127.0.0.1:`port`.
+pub fn find_coordinator_at(r: &Request<'_>, node: i32, port: u16) -> Vec<u8> {
     let resp = FindCoordinatorResponse {
-        node_id: 0,
+        node_id: node,
         host: "127.0.0.1".into(),
-        port: r.ports[0] as i32,
+        port: port as i32,
         ..Default::default()
     };
     encode_response::<FindCoordinatorRequest>(&resp, r.version, r.corr)
