@@ -466,6 +466,40 @@ fn a_batch_with_a_negative_last_offset_delta_is_reported_at_once_and_the_thread_
     assert!(w.fetches <= at_most(2), "refetches back off: {w:?}");
 }
 
+#[test]
+fn offset_out_of_range_after_every_reset_backs_off_then_records_arrive_and_the_thread_is_idle() {
+    // ListOffsets says the log starts at 0, and every fetch from 0 answers
+    // OFFSET_OUT_OF_RANGE: reset and fetch must not alternate in a loop.
+    let faulty = Arc::new(AtomicBool::new(true));
+    let faults = Arc::new(AtomicUsize::new(0));
+    let mut log = Log::default();
+    log.append(3);
+    let fake = faulty_fetches(
+        log,
+        Arc::clone(&faulty),
+        partition_error(1),
+        Arc::clone(&faults),
+    );
+    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    c.assign(&[tp0()]).unwrap();
+    wait_for("OFFSET_OUT_OF_RANGE twice", Duration::from_secs(10), || {
+        faults.load(Ordering::SeqCst) >= 2
+    });
+    let w = measure(&io, &fake);
+    assert_idle(&w, "OFFSET_OUT_OF_RANGE after every reset");
+    assert!(
+        w.fetches <= at_most(2) && w.list_offsets <= at_most(2),
+        "resets back off: {w:?}"
+    );
+    faulty.store(false, Ordering::SeqCst);
+    assert_eq!(
+        poll_records(&mut c, 3, Duration::from_secs(5)),
+        vec![0, 1, 2]
+    );
+    let w = measure(&io, &fake);
+    assert_idle(&w, "after the log was readable again");
+}
+
 // ----- 6: position lookups that find nothing ------------------------------------------
 
 #[test]

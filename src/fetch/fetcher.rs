@@ -25,7 +25,8 @@
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
 //!    whose leader an error showed to be stale until newer metadata has arrived. Every
 //!    retry path (partition errors, answers that do not move the position, failed resets,
-//!    session errors) waits a backoff that grows with consecutive failures.
+//!    resets after OFFSET_OUT_OF_RANGE, session errors) waits a backoff that grows with
+//!    consecutive failures.
 //! 4. The bytes requested by fetches in flight plus the bytes held for the application
 //!    never exceed `fetch.buffer.bytes` (a response may overshoot by what the broker must
 //!    return whole, KIP-74); a partition whose next batch does not fit waits until the
@@ -1013,6 +1014,9 @@ impl Fetcher {
                         let position = self.default_reset(&tp, epoch, Some(offset), Some(why));
                         if let Some(p) = self.parts.get_mut(&tp) {
                             p.position = position;
+                            // A broker that finds every reset position out of range again
+                            // must not make reset and fetch alternate in a loop.
+                            p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
                         }
                     }
                     c => {
@@ -1121,7 +1125,11 @@ impl Fetcher {
                 continue;
             }
             log::debug!("partition {tp}: position reset to {}", a.offset);
-            p.retry.succeeded();
+            // A reset after OFFSET_OUT_OF_RANGE is not progress yet: its backoff keeps
+            // growing until a fetch from the new position succeeds.
+            if from.is_none() {
+                p.retry.succeeded();
+            }
             p.position = Position::At {
                 offset: a.offset,
                 leader_epoch: a.leader_epoch,
