@@ -162,6 +162,7 @@ fn partition_error(code: i16) -> impl Fn(&Wanted) -> PartitionAnswer + Send + Sy
         error: code,
         high_watermark: -1,
         records: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -369,6 +370,7 @@ fn a_batch_that_never_completes_is_reported_after_a_few_answers_and_the_thread_i
             error: 0,
             high_watermark: 5,
             records: half.clone(),
+            ..Default::default()
         },
         Arc::clone(&faults),
     );
@@ -403,6 +405,7 @@ fn a_batch_cut_short_that_later_completes_is_delivered_and_the_thread_is_idle_ag
             error: 0,
             high_watermark: 5,
             records: half.clone(),
+            ..Default::default()
         },
         Arc::clone(&faults),
     );
@@ -446,6 +449,7 @@ fn a_batch_with_a_negative_last_offset_delta_is_reported_at_once_and_the_thread_
             error: 0,
             high_watermark: 1,
             records: bad.clone(),
+            ..Default::default()
         },
         Arc::clone(&faults),
     );
@@ -809,6 +813,68 @@ fn a_leader_missing_from_the_broker_list_is_awaited_idly_and_used_within_seconds
     );
     let w = measure(&io, &fake);
     assert_idle(&w, "after the leader was found");
+}
+
+// ----- a preferred read replica missing from the metadata --------------------------------
+
+#[test]
+fn a_preferred_read_replica_missing_from_the_metadata_is_awaited_idly_then_used() {
+    // KIP-392: the leader (node 0) answers every fetch at once with "fetch from replica 5";
+    // the metadata lists node 5 (on ports[1]) only once `listed`.
+    let listed = Arc::new(AtomicBool::new(false));
+    let l2 = Arc::clone(&listed);
+    let mut log = Log::default();
+    log.append(3);
+    let fake = FakeCluster::start(
+        Options {
+            nodes: 2,
+            ..Options::default()
+        },
+        Arc::new(move |r: &Request<'_>| match r.key {
+            METADATA => {
+                let mut brokers = vec![(0, r.ports[0])];
+                if l2.load(Ordering::SeqCst) {
+                    brokers.push((5, r.ports[1]));
+                }
+                let part = PartitionMeta {
+                    partition: 0,
+                    leader: 0,
+                    leader_epoch: 0,
+                };
+                Reply::Send(metadata(r, &brokers, "t", &[part]))
+            }
+            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+            FETCH if r.node == 0 => Reply::Send(fetch(r, |_| PartitionAnswer {
+                high_watermark: 3,
+                preferred_read_replica: Some(5),
+                ..Default::default()
+            })),
+            FETCH => Reply::Send(fetch(r, |w| log.answer(w))),
+            _ => Reply::Close,
+        }),
+    );
+    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    c.assign(&[tp0()]).unwrap();
+    wait_for(
+        "the leader to name the replica",
+        Duration::from_secs(10),
+        || fake.requests(FETCH) >= 2,
+    );
+    let w = measure(&io, &fake);
+    assert_idle(&w, "a preferred read replica without an address");
+    assert!(
+        w.fetches <= at_most(2) && w.metadata <= at_most(3),
+        "the leader is not asked again before newer metadata: {w:?}"
+    );
+    listed.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    assert_eq!(
+        poll_records(&mut c, 3, Duration::from_secs(5)),
+        vec![0, 1, 2]
+    );
+    eprintln!("records {:?} after node 5 was listed", t.elapsed());
+    let w = measure(&io, &fake);
+    assert_idle(&w, "fetching from the preferred replica");
 }
 
 // ----- 10: a broker without a version we speak ----------------------------------------

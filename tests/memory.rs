@@ -368,6 +368,7 @@ fn a_100_mib_response_does_not_stay_allocated_after_its_records_are_dropped() {
                         error: 0,
                         high_watermark: RECORDS as i64,
                         records: Vec::new(),
+                        ..Default::default()
                     };
                 }
                 f2.fetch_add(1, Ordering::SeqCst);
@@ -382,6 +383,7 @@ fn a_100_mib_response_does_not_stay_allocated_after_its_records_are_dropped() {
                         records: &recs,
                         ..BatchSpec::default()
                     }),
+                    ..Default::default()
                 }
             })),
             _ => Reply::Close,

@@ -23,7 +23,8 @@
 //!    position are still those the request was made for; anything else is stale and only
 //!    releases the partition for the next request.
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
-//!    whose leader an error showed to be stale until newer metadata has arrived. Every
+//!    whose leader an error showed to be stale, or whose preferred read replica has no
+//!    known address, until newer metadata has arrived. Every
 //!    retry path (partition errors, answers that do not move the position, failed resets,
 //!    resets after OFFSET_OUT_OF_RANGE, session errors) waits a backoff that grows with
 //!    consecutive failures.
@@ -881,7 +882,10 @@ impl Fetcher {
                             log::debug!("partition {tp}: fetching from preferred replica {r}");
                             p.replica = Some((r, now + self.cfg.replica_lease));
                             if cluster.broker(r).is_none() {
+                                // Its address comes with newer metadata; until then the
+                                // leader would only name it again, at once, in a loop.
                                 need_metadata = true;
+                                p.awaiting_metadata = Some(cluster.generation());
                             }
                             continue;
                         }

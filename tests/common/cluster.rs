@@ -406,6 +406,8 @@ pub struct PartitionAnswer {
     pub error: i16,
     pub high_watermark: i64,
     pub records: Vec<u8>,
+    /// KIP-392 (v11+): fetch from this node instead (`None`: -1, no preference).
+    pub preferred_read_replica: Option<i32>,
 }
 
 /// One partition asked for in a Fetch request.
@@ -435,8 +437,8 @@ pub fn fetch_wanted(r: &Request<'_>) -> (Vec<Wanted>, i32) {
 }
 
 /// A Fetch answer: `answer` is asked about each partition of the request. When every
-/// partition answers no error and no records, the answer waits the request's
-/// `max_wait_ms` first (capped at 1 s), as a broker's long poll does.
+/// partition answers no error, no records and no preferred replica, the answer waits the
+/// request's `max_wait_ms` first (capped at 1 s), as a broker's long poll does.
 pub fn fetch(r: &Request<'_>, mut answer: impl FnMut(&Wanted) -> PartitionAnswer) -> Vec<u8> {
     let (wanted, max_wait) = fetch_wanted(r);
     let answers: Vec<(Wanted, PartitionAnswer)> = wanted
@@ -448,7 +450,7 @@ pub fn fetch(r: &Request<'_>, mut answer: impl FnMut(&Wanted) -> PartitionAnswer
         .collect();
     if answers
         .iter()
-        .all(|(_, a)| a.error == 0 && a.records.is_empty())
+        .all(|(_, a)| a.error == 0 && a.records.is_empty() && a.preferred_read_replica.is_none())
     {
         std::thread::sleep(Duration::from_millis(max_wait.clamp(0, 1000) as u64));
     }
@@ -498,7 +500,7 @@ pub fn fetch_response(version: i16, corr: i32, parts: &[(Wanted, PartitionAnswer
             }
             w.array_len(None, flex); // aborted transactions: null
             if version >= 11 {
-                w.i32(-1); // preferred read replica
+                w.i32(a.preferred_read_replica.unwrap_or(-1));
             }
             w.nullable_bytes(Some(&a.records), flex);
             if flex {
@@ -564,6 +566,7 @@ impl Log {
             error: 0,
             high_watermark: self.end(),
             records: self.read(w.offset, w.max_bytes),
+            preferred_read_replica: None,
         }
     }
 }
