@@ -877,6 +877,66 @@ fn a_preferred_read_replica_missing_from_the_metadata_is_awaited_idly_then_used(
     assert_idle(&w, "fetching from the preferred replica");
 }
 
+#[test]
+fn a_preferred_read_replica_that_refuses_connections_is_given_up_for_the_leader() {
+    // The leader names replica 5, listed at a port nobody listens on, until `relents`: the
+    // consumer must go back to the leader after the replica's link fails, not wait for the
+    // replica until the lease ends (metadata.max.age.ms), and not ping-pong in a loop.
+    let dead = refused_port();
+    let mut log = Log::default();
+    log.append(3);
+    let relents = Arc::new(AtomicBool::new(false));
+    let r2 = Arc::clone(&relents);
+    let fake = FakeCluster::start(
+        Options::default(),
+        Arc::new(move |r: &Request<'_>| match r.key {
+            METADATA => {
+                let part = PartitionMeta {
+                    partition: 0,
+                    leader: 0,
+                    leader_epoch: 0,
+                };
+                Reply::Send(metadata(r, &[(0, r.ports[0]), (5, dead)], "t", &[part]))
+            }
+            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+            FETCH => Reply::Send(fetch(r, |w| {
+                if r2.load(Ordering::SeqCst) {
+                    log.answer(w)
+                } else {
+                    PartitionAnswer {
+                        high_watermark: 3,
+                        preferred_read_replica: Some(5),
+                        ..Default::default()
+                    }
+                }
+            })),
+            _ => Reply::Close,
+        }),
+    );
+    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    c.assign(&[tp0()]).unwrap();
+    wait_for(
+        "the leader to be asked again",
+        Duration::from_secs(10),
+        || fake.requests(FETCH) >= 2,
+    );
+    let w = measure(&io, &fake);
+    assert_idle(&w, "a preferred read replica that refuses connections");
+    assert!(
+        (1..=at_most(2)).contains(&w.fetches),
+        "back to the leader, at a spaced pace: {w:?}"
+    );
+    relents.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    assert_eq!(
+        poll_records(&mut c, 3, Duration::from_secs(5)),
+        vec![0, 1, 2]
+    );
+    eprintln!("records {:?} after the leader served them", t.elapsed());
+    let w = measure(&io, &fake);
+    assert_idle(&w, "back on the leader");
+}
+
 // ----- 10: a broker without a version we speak ----------------------------------------
 
 fn without_versions(versions: Vec<(i16, i16, i16)>) -> FakeCluster {

@@ -730,6 +730,7 @@ impl Fetcher {
                 if let Some(s) = self.sessions.get_mut(&node) {
                     s.disconnected();
                 }
+                self.replica_unreachable(node);
             }
             Sent::Reset { parts, .. } => {
                 for (tp, epoch, _) in parts {
@@ -737,6 +738,18 @@ impl Fetcher {
                         p.backoff(now, &policy, &mut *self.jitter);
                     }
                 }
+            }
+        }
+    }
+
+    /// The fetch link to `node` failed (it could not be opened, or a fetch on it got no
+    /// answer): partitions reading from `node` as their preferred read replica go back to
+    /// their leader (KIP-392), rather than wait for the replica until the lease ends.
+    pub fn replica_unreachable(&mut self, node: NodeId) {
+        for (tp, p) in &mut self.parts {
+            if p.replica.is_some_and(|(r, _)| r == node) {
+                log::debug!("partition {tp}: replica {node} unreachable, back to the leader");
+                p.replica = None;
             }
         }
     }

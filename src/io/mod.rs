@@ -726,7 +726,7 @@ impl IoLoop {
             let why = "no address known for this broker";
             self.links.on_closed(route, why, now, &mut self.jitter);
             self.cluster.request_update();
-            self.group_link_failed(route, why, now);
+            self.link_failed(route, why, now);
             return;
         };
         if let Some(mut old) = self.conns.remove(&route) {
@@ -822,7 +822,7 @@ impl IoLoop {
         }
         self.links.on_closed(route, why, now, &mut self.jitter);
         if conn.state != ConnState::Ready {
-            self.group_link_failed(route, why, now);
+            self.link_failed(route, why, now);
         }
         for f in failed {
             if let Some(tag) = f.tag {
@@ -831,12 +831,15 @@ impl IoLoop {
         }
     }
 
-    /// The link to the group coordinator could not be opened: look for the coordinator
-    /// again (it may have moved), as a request that fails on that link does.
-    fn group_link_failed(&mut self, route: Route, why: &str, now: Instant) {
-        if let (Lane::Group, Peer::Node(node), Some(g)) = (route.lane, route.peer, &mut self.group)
-        {
-            g.coordinator.link_failed(node, why, now);
+    /// A link could not be opened. To the group coordinator: look for the coordinator again
+    /// (it may have moved), as a request that fails on that link does. A fetch link to a
+    /// preferred read replica: fetch from the leader instead.
+    fn link_failed(&mut self, route: Route, why: &str, now: Instant) {
+        let Peer::Node(node) = route.peer else { return };
+        match (route.lane, &mut self.group) {
+            (Lane::Group, Some(g)) => g.coordinator.link_failed(node, why, now),
+            (Lane::Fetch, _) => self.fetcher.replica_unreachable(node),
+            _ => {}
         }
     }
 
