@@ -27,6 +27,9 @@
 #   KAFKA_KEEP_DATA        1: on start, keep the storage in the run directory if
 #                          it is already formatted (topics survive restarts);
 #                          unset (default): wipe and format fresh storage
+#   KAFKA_EXTRA_PROPS      extra server.properties lines (key=value, one per
+#                          line), appended last so they override the defaults,
+#                          e.g. KAFKA_EXTRA_PROPS=connections.max.idle.ms=3000
 #
 # Kafka tools can be run against it with the same class path, e.g.
 #   LIBS=$(scripts/broker.sh libs | tail -n1)
@@ -217,6 +220,9 @@ group.consumer.session.timeout.ms=6000
 EOF
   if major_minor_ge "$VERSION" 4 3; then
     echo "group.consumer.assignment.interval.ms=0" >>"$RUN/server.properties"
+  fi
+  if [[ -n "${KAFKA_EXTRA_PROPS:-}" ]]; then
+    printf '%s\n' "$KAFKA_EXTRA_PROPS" >>"$RUN/server.properties"
   fi
   # Kafka 3.x logs through reload4j (log4j 1.x syntax).
   cat >"$RUN/log4j.properties" <<EOF

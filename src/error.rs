@@ -185,6 +185,11 @@ impl Error {
         self
     }
 
+    pub(crate) fn with_skip_to(mut self, skip_to: i64) -> Error {
+        self.0.skip_to = Some(skip_to);
+        self
+    }
+
     pub(crate) fn with_source(
         mut self,
         e: impl std::error::Error + Send + Sync + 'static,

@@ -23,10 +23,11 @@
 //!    position are still those the request was made for; anything else is stale and only
 //!    releases the partition for the next request.
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
-//!    whose leader an error showed to be stale (or whose preferred read replica the
-//!    metadata does not list) until newer metadata has arrived. Every retry path
-//!    (partition errors, answers that do not move the position, failed resets, session
-//!    errors) waits a backoff that grows with consecutive failures.
+//!    whose leader an error showed to be stale, or whose preferred read replica has no
+//!    known address, until newer metadata has arrived. Every
+//!    retry path (partition errors, answers that do not move the position, failed resets,
+//!    resets after OFFSET_OUT_OF_RANGE, session errors) waits a backoff that grows with
+//!    consecutive failures.
 //! 4. The bytes requested by fetches in flight plus the bytes held for the application
 //!    never exceed `fetch.buffer.bytes` (a response may overshoot by what the broker must
 //!    return whole, KIP-74); a partition whose next batch does not fit waits until the
@@ -747,6 +748,7 @@ impl Fetcher {
                 if let Some(s) = self.sessions.get_mut(&node) {
                     s.disconnected();
                 }
+                self.replica_unreachable(node);
             }
             Sent::Reset { parts, .. } => {
                 for (tp, epoch, _) in parts {
@@ -754,6 +756,18 @@ impl Fetcher {
                         p.backoff(now, &policy, &mut *self.jitter);
                     }
                 }
+            }
+        }
+    }
+
+    /// The fetch link to `node` failed (it could not be opened, or a fetch on it got no
+    /// answer): partitions reading from `node` as their preferred read replica go back to
+    /// their leader (KIP-392), rather than wait for the replica until the lease ends.
+    pub fn replica_unreachable(&mut self, node: NodeId) {
+        for (tp, p) in &mut self.parts {
+            if p.replica.is_some_and(|(r, _)| r == node) {
+                log::debug!("partition {tp}: replica {node} unreachable, back to the leader");
+                p.replica = None;
             }
         }
     }
@@ -900,7 +914,8 @@ impl Fetcher {
                             log::debug!("partition {tp}: fetching from preferred replica {r}");
                             p.replica = Some((r, now + self.cfg.replica_lease));
                             if cluster.broker(r).is_none() {
-                                // Asking the leader again would only redirect again.
+                                // Its address comes with newer metadata; until then the
+                                // leader would only name it again, at once, in a loop.
                                 need_metadata = true;
                                 p.awaiting_metadata = Some(cluster.generation());
                             }
@@ -1005,7 +1020,8 @@ impl Fetcher {
                                     ),
                                 )
                                 .with_partition(tp.clone())
-                                .with_offset(offset);
+                                .with_offset(offset)
+                                .with_skip_to(skip_to);
                                 self.events.push_back(FetchEvent::Error(e, Some(epoch)));
                             }
                             Some(Stop::Error {
@@ -1034,6 +1050,13 @@ impl Fetcher {
                         let position = self.default_reset(&tp, epoch, Some(offset), Some(why));
                         if let Some(p) = self.parts.get_mut(&tp) {
                             p.position = position;
+                            // The first reset goes at once; a broker that finds every
+                            // reset position out of range again must not make reset and
+                            // fetch alternate in a loop.
+                            let d = p.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
+                            if p.retry.failures() > 1 {
+                                p.not_before = Some(now + d);
+                            }
                         }
                     }
                     c => {
@@ -1142,7 +1165,11 @@ impl Fetcher {
                 continue;
             }
             log::debug!("partition {tp}: position reset to {}", a.offset);
-            p.retry.succeeded();
+            // A reset after OFFSET_OUT_OF_RANGE is not progress yet: its backoff keeps
+            // growing until a fetch from the new position succeeds.
+            if from.is_none() {
+                p.retry.succeeded();
+            }
             p.position = Position::At {
                 offset: a.offset,
                 leader_epoch: a.leader_epoch,

@@ -1928,6 +1928,11 @@ impl World {
             } else {
                 Failure::Disconnected("connection reset".into())
             };
+            if p.t.api_key == FetchRequest::KEY {
+                // A failed fetch is news: every partition that followed that broker as its
+                // preferred replica goes back to its leader at once, by design.
+                self.unproductive.clear();
+            }
             self.r.fetcher.handle_failure(p.t.tag.id, &f, now);
             self.old
                 .push((p.t.route, p.t.tag.id, p.t.version, malformed()));

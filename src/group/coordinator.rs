@@ -5,7 +5,8 @@
 //!            wanted                 answer: node N
 //!   Unknown ───────────▶ Finding ─────────────────▶ Known(N)
 //!     ▲   ▲                 │ error / no answer        │ NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-//!     │   └── backoff ──────┘                          │ the group link closed
+//!     │   └── backoff ──────┘                          │ a request on the group link failed,
+//!     │                                                │ the group link could not be opened
 //!     └────────────────────────────────────────────────┘
 //! ```
 //!
@@ -111,6 +112,14 @@ impl Coordinator {
             self.not_before = Some(now + d);
         }
         self.last_problem = Some(why.to_owned());
+    }
+
+    /// The group link to `node` could not be opened: if `node` is the coordinator, find it
+    /// again.
+    pub fn link_failed(&mut self, node: NodeId, why: &str, now: Instant) {
+        if self.state == State::Known(node) {
+            self.mark_unknown(why, now);
+        }
     }
 
     /// The FindCoordinator request to send, if one is due.

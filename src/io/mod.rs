@@ -50,7 +50,7 @@ use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
 use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult};
 use crate::group::coordinator::Coordinator;
-use crate::link::{Failure, Links, Owner, Peer, Route, Tag, Transmit};
+use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::TopicPartition;
 
 const WAKER: Token = Token(0);
@@ -228,6 +228,7 @@ impl IoLoop {
                     failure,
                     failed,
                     busy,
+                    established,
                 } => {
                     if busy {
                         log::warn!("{route} closed: {why}");
@@ -235,6 +236,9 @@ impl IoLoop {
                         log::debug!("{route} closed while idle: {why}");
                     }
                     self.links.on_closed(route, &why, now, &mut self.jitter);
+                    if !established {
+                        self.link_failed(route, &why, now);
+                    }
                     for tag in failed {
                         self.route_failure(tag, &failure, now);
                     }
@@ -416,14 +420,23 @@ impl IoLoop {
         match address {
             Some((host, port)) => self.net.connect(route, &host, port, now),
             None => {
-                self.links.on_closed(
-                    route,
-                    "no address known for this broker",
-                    now,
-                    &mut self.jitter,
-                );
+                let why = "no address known for this broker";
+                self.links.on_closed(route, why, now, &mut self.jitter);
                 self.cluster.request_update();
+                self.link_failed(route, why, now);
             }
+        }
+    }
+
+    /// A link could not be opened. To the group coordinator: look for the coordinator again
+    /// (it may have moved), as a request that fails on that link does. A fetch link to a
+    /// preferred read replica: fetch from the leader instead.
+    fn link_failed(&mut self, route: Route, why: &str, now: Instant) {
+        let Peer::Node(node) = route.peer else { return };
+        match (route.lane, &mut self.group) {
+            (Lane::Group, Some(g)) => g.coordinator.link_failed(node, why, now),
+            (Lane::Fetch, _) => self.fetcher.replica_unreachable(node),
+            _ => {}
         }
     }
 

@@ -28,13 +28,15 @@ pub(crate) enum NetEvent {
     /// An answer to a component's request.
     Response(Route, InFlight, FrameBuf),
     /// A connection closed (or could not be opened); `failed` are the requests that were
-    /// in flight on it; `busy` says whether it was doing anything (for the log level).
+    /// in flight on it; `busy` says whether it was doing anything (for the log level);
+    /// `established` whether it had become ready at all.
     Closed {
         route: Route,
         why: String,
         failure: Failure,
         failed: Vec<Tag>,
         busy: bool,
+        established: bool,
     },
 }
 
@@ -229,7 +231,8 @@ impl Net {
             .into_iter()
             .filter_map(|f| f.tag)
             .collect();
-        let busy = !failed.is_empty() || conn.state != ConnState::Ready;
+        let established = conn.state == ConnState::Ready;
+        let busy = !failed.is_empty() || !established;
         let why = format!("{why} ({})", conn.host);
         out.push(NetEvent::Closed {
             route,
@@ -237,6 +240,7 @@ impl Net {
             failure,
             failed,
             busy,
+            established,
         });
     }
 

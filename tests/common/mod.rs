@@ -5,7 +5,9 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fake;
+pub mod fake_cluster;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -371,12 +373,18 @@ pub struct OwnBroker {
 
 impl OwnBroker {
     pub fn start(name: &str, port: u16) -> OwnBroker {
+        OwnBroker::start_with(name, port, &[])
+    }
+
+    /// Like [`OwnBroker::start`], with extra `server.properties` lines (`key=value`).
+    pub fn start_with(name: &str, port: u16, extra_props: &[&str]) -> OwnBroker {
         let mut b = OwnBroker {
             env: vec![
                 ("KAFKA_RUN_DIR", format!("target/kafka/{name}")),
                 ("KAFKA_KEEP_DATA", "1".into()),
                 ("KAFKA_PORT", port.to_string()),
                 ("KAFKA_CONTROLLER_PORT", (port + 1).to_string()),
+                ("KAFKA_EXTRA_PROPS", extra_props.join("\n")),
             ],
             bootstrap: String::new(),
         };
