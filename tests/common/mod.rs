@@ -5,7 +5,6 @@
 
 #![allow(dead_code)]
 
-pub mod cluster;
 pub mod fake;
 pub mod fake_cluster;
 
