@@ -28,6 +28,11 @@ mod config;
 mod consumer;
 mod error;
 mod fetch;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+#[cfg(all(test, not(feature = "fuzzing")))]
+mod fuzzing;
 mod io;
 #[doc(hidden)]
 pub mod protocol;
