@@ -402,8 +402,11 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::time::Instant;
 
+    /// A fuzz entry point.
+    type Target = fn(&[u8]);
+
     /// Every cargo-fuzz target, by its name in `fuzz/fuzz_targets/`.
-    const TARGETS: &[(&str, fn(&[u8]))] = &[
+    const TARGETS: &[(&str, Target)] = &[
         ("frame", frame),
         ("response", response),
         ("record_set", record_set),
@@ -430,7 +433,7 @@ mod tests {
     }
 
     /// Runs `f` on `input`; the panic message if it panicked.
-    fn run_caught(f: fn(&[u8]), input: &[u8]) -> Result<(), String> {
+    fn run_caught(f: Target, input: &[u8]) -> Result<(), String> {
         std::panic::catch_unwind(|| f(input)).map_err(|p| {
             p.downcast_ref::<String>()
                 .cloned()
@@ -705,51 +708,77 @@ mod tests {
     #[test]
     fn fixed_seed_mutations_of_the_recordings_never_panic() {
         let started = Instant::now();
-        let mut failures = Vec::new();
-        let mut body = Vec::new();
-        let mut input = Vec::new();
-        let mut runs = 0usize;
-        for (i, rec) in recordings().iter().enumerate() {
-            let mut rng =
-                Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
-            for n in 0..MUTATIONS_PER_RECORDING {
-                body.clear();
-                body.extend_from_slice(&rec.body);
-                mutate(&mut rng, &mut body);
-                // fetch_response: the recording's version (or, rarely, another), CRCs on
-                // for half the inputs.
-                let v = if n % 16 == 0 {
-                    rng.byte()
-                } else {
-                    rec.version as u8
-                };
-                input.clear();
-                input.extend_from_slice(&[v, (n & 1) as u8]);
-                input.extend_from_slice(&body);
-                if let Err(msg) = run_caught(fetch_response, &input) {
-                    failures.push(format!("{} fetch_response #{n}: {msg}", rec.path.display()));
-                }
-                // frame: a size prefix that is mostly right.
-                input.clear();
-                let size = match rng.below(8) {
-                    0 => rng.next() as i32,
-                    1 => body.len() as i32 + rng.below(5) as i32 - 2,
-                    _ => body.len() as i32,
-                };
-                input.extend_from_slice(&size.to_be_bytes());
-                input.extend_from_slice(&body);
-                if let Err(msg) = run_caught(frame, &input) {
-                    failures.push(format!("{} frame #{n}: {msg}", rec.path.display()));
-                }
-                runs += 2;
-            }
-        }
+        let recs = recordings();
+        // Two threads (the machine's two cores), each over every other recording; each
+        // recording has its own seed, so the inputs do not depend on the split.
+        let (failures, runs) = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..2)
+                .map(|w| {
+                    let recs = &recs;
+                    s.spawn(move || {
+                        let mut failures = Vec::new();
+                        let mut runs = 0usize;
+                        for (i, rec) in recs.iter().enumerate().skip(w).step_by(2) {
+                            runs += mutate_recording(i, rec, &mut failures);
+                        }
+                        (failures, runs)
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|h| h.join().unwrap()).fold(
+                (Vec::new(), 0),
+                |(mut f, n), (f2, n2)| {
+                    f.extend(f2);
+                    (f, n + n2)
+                },
+            )
+        });
         assert!(
             failures.is_empty(),
             "mutated recordings that panic:\n{}",
             failures.join("\n")
         );
         eprintln!("{runs} mutated inputs in {:?}", started.elapsed());
+    }
+
+    /// Feeds [`MUTATIONS_PER_RECORDING`] mutations of recording number `i` to
+    /// `fetch_response` and `frame`; returns the number of inputs run.
+    fn mutate_recording(i: usize, rec: &Recording, failures: &mut Vec<String>) -> usize {
+        let mut rng =
+            Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
+        let mut body = Vec::new();
+        let mut input = Vec::new();
+        for n in 0..MUTATIONS_PER_RECORDING {
+            body.clear();
+            body.extend_from_slice(&rec.body);
+            mutate(&mut rng, &mut body);
+            // fetch_response: the recording's version (or, rarely, another), CRCs on for
+            // half the inputs.
+            let v = if n % 16 == 0 {
+                rng.byte()
+            } else {
+                rec.version as u8
+            };
+            input.clear();
+            input.extend_from_slice(&[v, (n & 1) as u8]);
+            input.extend_from_slice(&body);
+            if let Err(msg) = run_caught(fetch_response, &input) {
+                failures.push(format!("{} fetch_response #{n}: {msg}", rec.path.display()));
+            }
+            // frame: a size prefix that is mostly right.
+            input.clear();
+            let size = match rng.below(8) {
+                0 => rng.next() as i32,
+                1 => body.len() as i32 + rng.below(5) as i32 - 2,
+                _ => body.len() as i32,
+            };
+            input.extend_from_slice(&size.to_be_bytes());
+            input.extend_from_slice(&body);
+            if let Err(msg) = run_caught(frame, &input) {
+                failures.push(format!("{} frame #{n}: {msg}", rec.path.display()));
+            }
+        }
+        2 * MUTATIONS_PER_RECORDING
     }
 
     #[test]
