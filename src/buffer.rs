@@ -212,7 +212,7 @@ pub(crate) struct FrameBuf {
 
 impl FrameBuf {
     /// A frame that is not recycled.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn from_vec(data: Vec<u8>) -> FrameBuf {
         FrameBuf {
             len: data.len(),

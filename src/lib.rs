@@ -31,6 +31,11 @@ mod config;
 mod consumer;
 mod error;
 mod fetch;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+#[cfg(all(test, not(feature = "fuzzing")))]
+mod fuzzing;
 mod group;
 mod io;
 mod link;
