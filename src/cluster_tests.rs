@@ -837,7 +837,7 @@ fn run_random(seed: u32, steps: usize) {
     }
     let age = cluster_config().metadata_max_age;
     let expected = (hour.as_secs() / age.as_secs()) as usize;
-    eprintln!("seed {seed}: {} callers answered, {sent} idle refreshes, {wakeups} wake-ups, generation {}", answered.len(), r.cluster.generation());
+    log::info!("seed {seed}: {} callers answered, {sent} idle refreshes, {wakeups} wake-ups, generation {}", answered.len(), r.cluster.generation());
     assert!(
         sent + 1 >= expected && sent <= expected + 1 && wakeups <= sent + 1,
         "seed {seed}: {sent} requests and {wakeups} wake-ups in an idle hour (max age every {age:?})"

@@ -799,7 +799,7 @@ mod tests {
             "mutated recordings that panic:\n{}",
             failures.join("\n")
         );
-        eprintln!("{runs} mutated inputs in {:?}", started.elapsed());
+        log::info!("{runs} mutated inputs in {:?}", started.elapsed());
     }
 
     /// Feeds [`MUTATIONS_PER_RECORDING`] mutations of recording number `i` to

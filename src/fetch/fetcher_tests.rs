@@ -2304,8 +2304,10 @@ fn run_random(seed: u32, steps: usize) {
         refreshes <= 13 && wakeups <= refreshes + 1,
         "seed {seed}: {refreshes} refreshes and {wakeups} wake-ups in an idle hour"
     );
-    eprintln!(
+    log::info!(
         "seed {seed}: {} fetches, {} resets, {} metadata requests",
-        w.fetches_sent, w.resets_sent, w.r.metadata_sent
+        w.fetches_sent,
+        w.resets_sent,
+        w.r.metadata_sent
     );
 }

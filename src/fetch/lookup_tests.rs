@@ -791,7 +791,7 @@ fn run_random(seed: u32, steps: usize) {
         open.is_empty(),
         "seed {seed}: lookups never ended: {open:?}"
     );
-    eprintln!("seed {seed}: {done} lookups ended, {ok} partitions found {kinds:?}");
+    log::info!("seed {seed}: {done} lookups ended, {ok} partitions found {kinds:?}");
     assert!(
         done > 50 && kinds.get("ok").is_some_and(|n| *n > 20) && ok > 20,
         "seed {seed}: only {done} lookups ended, {ok} partitions found"

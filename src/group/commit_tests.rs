@@ -1128,7 +1128,7 @@ fn run_random(seed: u32, steps: usize) {
         open_commits.is_empty() && open_fetches.is_empty() && r.commits.fetches.is_empty(),
         "seed {seed}: still open after the faults stopped: {open_commits:?} {open_fetches:?}"
     );
-    eprintln!(
+    log::info!(
         "seed {seed}: {outcomes:?}, {} commits applied",
         applied.len()
     );
