@@ -15,10 +15,33 @@ use common::fake::*;
 use kafka_consumer::testing::wire::Writer;
 use kafka_consumer::{Consumer, ConsumerConfig, ErrorKind, OffsetReset, TopicPartition};
 
+/// A fake broker speaking only old, non-flexible versions ([`OLD`]: Metadata v8, Fetch v7).
+fn old_broker(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> FakeCluster {
+    let opts = Options {
+        versions: OLD.to_vec(),
+        ..Options::default()
+    };
+    FakeCluster::with(opts, handler)
+}
+
+fn consumer(fake: &FakeCluster) -> Consumer {
+    let cfg = ConsumerConfig::new(&fake.addr(0))
+        .auto_offset_reset(OffsetReset::Earliest)
+        .default_api_timeout(Duration::from_secs(5))
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100))
+        .retry_backoff(Duration::from_millis(50));
+    Consumer::new(cfg).expect("consumer")
+}
+
+/// A Fetch answer giving t-0 `records` (high watermark 1000).
+fn fetch_records(r: &Request, records: &[u8]) -> Vec<u8> {
+    fetch(r, 0, |_| FetchPart::records(1_000, records.to_vec()))
+}
+
 #[test]
 fn a_malformed_metadata_response_is_a_protocol_error_not_a_panic() {
-    let port = fake_broker(Arc::new(|r: &Req| match r.key {
-        3 => {
+    let fake = old_broker(|r| match r.key {
+        METADATA => {
             // A topics array that claims two billion entries in a 20-byte frame.
             let mut w = Writer::new();
             w.i32(16);
@@ -29,8 +52,8 @@ fn a_malformed_metadata_response_is_a_protocol_error_not_a_panic() {
             Reply::Send(w.into_inner())
         }
         _ => Reply::Close,
-    }));
-    let mut c = consumer(port);
+    });
+    let mut c = consumer(&fake);
     let e = c.partitions_for("t").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Protocol, "{e}");
     assert!(e.to_string().contains("Metadata"), "{e}");
@@ -41,31 +64,31 @@ fn a_malformed_metadata_response_is_a_protocol_error_not_a_panic() {
 
 #[test]
 fn a_frame_claiming_two_gigabytes_closes_the_connection_without_allocating_it() {
-    let port = fake_broker(Arc::new(|r: &Req| match r.key {
-        3 => Reply::Send(vec![0x7f, 0xff, 0xff, 0xf0, 0, 0, 0, 1]),
+    let fake = old_broker(|r| match r.key {
+        METADATA => Reply::Send(vec![0x7f, 0xff, 0xff, 0xf0, 0, 0, 0, 1]),
         _ => Reply::Close,
-    }));
-    let mut c = consumer(port);
+    });
+    let mut c = consumer(&fake);
     let e = c.partitions_for("t").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
 }
 
 #[test]
 fn a_corrupt_batch_is_an_error_naming_the_partition_after_the_good_records() {
-    let port = fake_broker(Arc::new(|r: &Req| match r.key {
-        3 => Reply::Send(metadata(r)),
-        2 => Reply::Send(list_offsets(r, 0)),
-        1 => {
+    let fake = old_broker(|r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => {
             let mut set = batch(0, 3);
             let mut bad = batch(3, 3);
             let n = bad.len();
             bad[n - 1] ^= 0x55;
             set.extend(bad);
-            Reply::Send(fetch_v7(r.corr, &set))
+            Reply::Send(fetch_records(r, &set))
         }
         _ => Reply::Close,
-    }));
-    let mut c = consumer(port);
+    });
+    let mut c = consumer(&fake);
     let tp = TopicPartition::new("t", 0);
     c.assign(std::slice::from_ref(&tp)).unwrap();
     let mut got = Vec::new();
@@ -94,11 +117,11 @@ fn a_corrupt_batch_is_an_error_naming_the_partition_after_the_good_records() {
 fn a_connection_that_dies_mid_response_is_reconnected_and_nothing_is_lost() {
     let fetches = Arc::new(AtomicUsize::new(0));
     let f2 = Arc::clone(&fetches);
-    let port = fake_broker(Arc::new(move |r: &Req| match r.key {
-        3 => Reply::Send(metadata(r)),
-        2 => Reply::Send(list_offsets(r, 0)),
-        1 => {
-            let full = fetch_v7(r.corr, &batch(0, 5));
+    let fake = old_broker(move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => {
+            let full = fetch_records(r, &batch(0, 5));
             if f2.fetch_add(1, Ordering::SeqCst) == 0 {
                 // The first fetch: half a response, then the connection drops.
                 Reply::SendAndClose(full[..full.len() / 2].to_vec())
@@ -107,8 +130,8 @@ fn a_connection_that_dies_mid_response_is_reconnected_and_nothing_is_lost() {
             }
         }
         _ => Reply::Close,
-    }));
-    let mut c = consumer(port);
+    });
+    let mut c = consumer(&fake);
     let tp = TopicPartition::new("t", 0);
     c.assign(std::slice::from_ref(&tp)).unwrap();
     let mut got = Vec::new();
@@ -135,23 +158,23 @@ fn not_leader_refreshes_metadata_and_the_fetch_is_retried() {
     let metadata_calls = Arc::new(AtomicUsize::new(0));
     let fetches = Arc::new(AtomicUsize::new(0));
     let (m2, f2) = (Arc::clone(&metadata_calls), Arc::clone(&fetches));
-    let port = fake_broker(Arc::new(move |r: &Req| match r.key {
-        3 => {
+    let fake = old_broker(move |r| match r.key {
+        METADATA => {
             m2.fetch_add(1, Ordering::SeqCst);
-            Reply::Send(metadata(r))
+            Reply::Send(simple_metadata(r, 1))
         }
-        2 => Reply::Send(list_offsets(r, 0)),
-        1 => {
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => {
             if f2.fetch_add(1, Ordering::SeqCst) == 0 {
                 // NOT_LEADER_OR_FOLLOWER
-                Reply::Send(fetch_v7_error(r.corr, 6, &[]))
+                Reply::Send(fetch(r, 0, |_| FetchPart::error(6)))
             } else {
-                Reply::Send(fetch_v7(r.corr, &batch(0, 3)))
+                Reply::Send(fetch_records(r, &batch(0, 3)))
             }
         }
         _ => Reply::Close,
-    }));
-    let mut c = consumer(port);
+    });
+    let mut c = consumer(&fake);
     c.assign(&[TopicPartition::new("t", 0)]).unwrap();
     let recs = c.poll(Duration::from_secs(10)).unwrap();
     let offsets: Vec<i64> = recs.iter().map(|r| r.offset()).collect();
@@ -166,14 +189,14 @@ fn not_leader_refreshes_metadata_and_the_fetch_is_retried() {
 fn a_fetch_without_an_answer_times_out_and_is_retried_on_a_new_connection() {
     let fetches = Arc::new(AtomicUsize::new(0));
     let f2 = Arc::clone(&fetches);
-    let port = fake_broker(Arc::new(move |r: &Req| match r.key {
-        3 => Reply::Send(metadata(r)),
-        2 => Reply::Send(list_offsets(r, 0)),
-        1 if f2.fetch_add(1, Ordering::SeqCst) == 0 => Reply::Hang,
-        1 => Reply::Send(fetch_v7(r.corr, &batch(0, 2))),
+    let fake = old_broker(move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH if f2.fetch_add(1, Ordering::SeqCst) == 0 => Reply::Hang,
+        FETCH => Reply::Send(fetch_records(r, &batch(0, 2))),
         _ => Reply::Close,
-    }));
-    let cfg = ConsumerConfig::new(&format!("127.0.0.1:{port}"))
+    });
+    let cfg = ConsumerConfig::new(&fake.addr(0))
         .auto_offset_reset(OffsetReset::Earliest)
         .request_timeout(Duration::from_millis(800))
         .fetch_max_wait(Duration::from_millis(100))

@@ -1,12 +1,10 @@
 //! API defects and name resolution, provoked with a fake cluster on 127.0.0.1
-//! (`tests/common/cluster.rs`): several fake nodes, newer API versions (Metadata v13,
-//! Fetch v11), every request recorded with the instant it arrived.
+//! (`tests/common/fake`): several fake nodes, newer API versions (Metadata v13,
+//! Fetch v12), every request recorded with the instant it arrived.
 //!
 //! Each test names, in a comment, the defect the code before the refactor (commit
 //! `68251e0`) had, when it had one.
 
-#[path = "common/cluster.rs"]
-mod cluster;
 mod common;
 
 use std::collections::HashMap;
@@ -14,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cluster::*;
+use common::fake::*;
 use kafka_consumer::testing::api::offset_commit::OffsetCommitRequest;
 use kafka_consumer::testing::records::testing::{
     control_batch, encode_batch, encode_raw_record, encode_records, BatchSpec, RecordSpec,
@@ -44,27 +42,6 @@ fn config(bootstrap: &str) -> ConsumerConfig {
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100))
         .retry_backoff(Duration::from_millis(50))
         .fetch_max_wait(Duration::from_millis(100))
-}
-
-/// Node 0 (the fake's first listener, at 127.0.0.1) as the only broker.
-fn node0(r: &Request) -> (i32, &'static str, u16) {
-    (0, "127.0.0.1", r.ports[0])
-}
-
-/// A fetch answer that, when it carries nothing, waits a little as a broker's long-poll.
-fn fetch_answer(r: &Request, answer: impl FnMut(&str, i32, i64) -> FetchPart) -> Answer {
-    let mut news = false;
-    let mut answer = answer;
-    let bytes = fetch(r, 0, |t, p, o| {
-        let a = answer(t, p, o);
-        news |= a.is_news();
-        a
-    });
-    if news {
-        Answer::Send(bytes)
-    } else {
-        Answer::SendAfter(Duration::from_millis(50), bytes)
-    }
 }
 
 /// Polls until `n` records arrived (panics on an error or after `limit`); returns
@@ -139,8 +116,8 @@ fn close_returns_at_once_while_the_bootstrap_name_is_still_resolving() {
 #[test]
 fn a_hung_bootstrap_name_does_not_delay_the_healthy_second_server() {
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        _ => Answer::Close,
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(config(&format!("x.hang.invalid:9092,{}", fake.addr(0)))).unwrap();
     let t0 = Instant::now();
@@ -158,20 +135,15 @@ fn a_hung_bootstrap_name_does_not_delay_the_healthy_second_server() {
 fn a_broker_whose_name_hangs_holds_up_only_its_own_partitions() {
     let fake = FakeCluster::start(1, |r| match r.key {
         METADATA => {
-            let brokers = [node0(r), (1, "b1.hang.invalid", r.ports[0])];
-            Answer::Send(metadata(
-                r,
-                &brokers,
-                &[part("t", 0, 0), part("t", 1, 1)],
-                0,
-            ))
+            let brokers = [broker(0, r.ports[0]), (1, "b1.hang.invalid", r.ports[0])];
+            Reply::Send(metadata(r, &brokers, &[part("t", 0, 0), part("t", 1, 1)]))
         }
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
-        FETCH => fetch_answer(r, |_, p, o| match (p, o) {
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| match (w.partition, w.offset) {
             (0, 0) => FetchPart::records(3, batch(0, 3)),
             _ => FetchPart::empty(3),
         }),
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
     let t0 = Instant::now();
@@ -192,8 +164,8 @@ fn a_broker_whose_name_hangs_holds_up_only_its_own_partitions() {
 #[test]
 fn a_name_with_several_addresses_connects_to_the_next_when_the_first_refuses() {
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        _ => Answer::Close,
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        _ => Reply::Close,
     });
     // multi.invalid resolves to 127.0.0.2 (nothing listens there) and then 127.0.0.1.
     let mut c = Consumer::new(
@@ -208,8 +180,8 @@ fn a_name_with_several_addresses_connects_to_the_next_when_the_first_refuses() {
 #[test]
 fn an_answer_followed_at_once_by_the_broker_closing_the_connection_is_not_lost() {
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::SendAndClose(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        _ => Answer::Close,
+        METADATA => Reply::SendAndClose(simple_metadata(r, 1)),
+        _ => Reply::Close,
     });
     let mut c =
         Consumer::new(config(&fake.addr(0)).default_api_timeout(Duration::from_secs(5))).unwrap();
@@ -239,11 +211,11 @@ fn wakeup_interrupts_blocked_metadata_and_offset_calls_and_leaves_no_stale_wakeu
         // Metadata naming `t` (or any ListOffsets) is never answered.
         let fake = Arc::new(FakeCluster::start(1, move |r| match r.key {
             METADATA if never_answered == METADATA && !r.metadata_topics().is_empty() => {
-                Answer::Hang
+                Reply::Hang
             }
-            METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-            LIST_OFFSETS => Answer::Hang,
-            _ => Answer::Close,
+            METADATA => Reply::Send(simple_metadata(r, 1)),
+            LIST_OFFSETS => Reply::Hang,
+            _ => Reply::Close,
         }));
         let mut c =
             Consumer::new(config(&fake.addr(0)).default_api_timeout(Duration::from_secs(20)))
@@ -289,10 +261,10 @@ fn wakeup_interrupts_blocked_metadata_and_offset_calls_and_leaves_no_stale_wakeu
 fn read_uncommitted_delivers_records_the_fetch_lists_as_aborted() {
     const PRODUCER: i64 = 7;
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
-        FETCH => fetch_answer(r, |_, _, o| {
-            if o != 0 {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| {
+            if w.offset != 0 {
                 return FetchPart::empty(4);
             }
             // A transaction of three records (0-2), then its ABORT marker (3).
@@ -316,7 +288,7 @@ fn read_uncommitted_delivers_records_the_fetch_lists_as_aborted() {
                 ..FetchPart::records(4, set)
             }
         }),
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
 
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
@@ -351,22 +323,22 @@ fn read_uncommitted_delivers_records_the_fetch_lists_as_aborted() {
 /// gets every batch from the one holding its offset.
 fn serve_with_bad_batch(bad: Vec<u8>) -> FakeCluster {
     FakeCluster::start(1, move |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
-        FETCH => fetch_answer(r, |_, _, o| {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| {
             let mut set = Vec::new();
-            if o < 3 {
+            if w.offset < 3 {
                 set.extend(batch(0, 3));
             }
-            if o < 6 {
+            if w.offset < 6 {
                 set.extend(&bad);
             }
-            if o < 9 {
+            if w.offset < 9 {
                 set.extend(batch(6, 3));
             }
             FetchPart::records(9, set)
         }),
-        _ => Answer::Close,
+        _ => Reply::Close,
     })
 }
 
@@ -430,10 +402,10 @@ fn records_whose_offsets_contradict_their_batch_are_an_error_naming_partition_an
 #[test]
 fn a_header_key_that_is_not_utf8_is_delivered_as_bytes_with_the_records_after_it() {
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
-        FETCH => fetch_answer(r, |_, _, o| {
-            if o != 0 {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| {
+            if w.offset != 0 {
                 return FetchPart::empty(3);
             }
             let mut w = Writer::new();
@@ -452,7 +424,7 @@ fn a_header_key_that_is_not_utf8_is_delivered_as_bytes_with_the_records_after_it
                 }),
             )
         }),
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
     c.assign(&[tp(0)]).unwrap();
@@ -504,29 +476,29 @@ fn a_header_key_that_is_not_utf8_is_delivered_as_bytes_with_the_records_after_it
 fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_the_leader() {
     let fake = FakeCluster::start(2, |r| match (r.node, r.key) {
         (_, METADATA) => {
-            let brokers = [node0(r), (1, "127.0.0.1", r.ports[1])];
+            let brokers = [broker(0, r.ports[0]), broker(1, r.ports[1])];
             let p = Part {
                 replicas: vec![0, 1],
                 ..part("t", 0, 0)
             };
-            Answer::Send(metadata(r, &brokers, &[p], 0))
+            Reply::Send(metadata(r, &brokers, &[p]))
         }
-        (_, LIST_OFFSETS) => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
+        (_, LIST_OFFSETS) => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
         // The leader sends the consumer to node 1 at first, and serves 5-7 itself.
-        (0, FETCH) => fetch_answer(r, |_, _, o| match o {
+        (0, FETCH) => fetch_reply(r, |w| match w.offset {
             0 => FetchPart {
-                preferred_read_replica: 1,
+                preferred_read_replica: Some(1),
                 ..FetchPart::empty(8)
             },
             5 => FetchPart::records(8, batch(5, 3)),
             _ => FetchPart::empty(8),
         }),
         // The follower serves 0-4, then is no longer a replica.
-        (1, FETCH) => fetch_answer(r, |_, _, o| match o {
+        (1, FETCH) => fetch_reply(r, |w| match w.offset {
             0 => FetchPart::records(8, batch(0, 5)),
             _ => FetchPart::error(NOT_LEADER_OR_FOLLOWER),
         }),
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
     c.assign(&[tp(0)]).unwrap();
@@ -535,7 +507,7 @@ fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_
     let fetches_at = |node: usize, offset: i64| {
         fake.requests_of(FETCH)
             .iter()
-            .filter(|r| r.node == node && r.fetched().iter().any(|f| f.2 == offset))
+            .filter(|r| r.node == node && r.wanted().iter().any(|w| w.offset == offset))
             .count()
     };
     assert!(
@@ -558,22 +530,22 @@ fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_
 #[test]
 fn a_throttled_fetch_delays_the_next_one_on_its_connection_and_consumption_goes_on() {
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
-        FETCH => match r.fetched()[0].2 {
-            0 => Answer::Send(fetch(r, 1500, |_, _, _| FetchPart::records(6, batch(0, 3)))),
-            3 => Answer::Send(fetch(r, 0, |_, _, _| FetchPart::records(6, batch(3, 3)))),
-            _ => fetch_answer(r, |_, _, _| FetchPart::empty(6)),
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => match r.wanted()[0].offset {
+            0 => Reply::Send(fetch(r, 1500, |_| FetchPart::records(6, batch(0, 3)))),
+            3 => Reply::Send(fetch(r, 0, |_| FetchPart::records(6, batch(3, 3)))),
+            _ => fetch_reply(r, |_| FetchPart::empty(6)),
         },
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
     c.assign(&[tp(0)]).unwrap();
     let got = poll_records(&mut c, 6, Duration::from_secs(10));
     assert_eq!(offsets(&got), (0..6).collect::<Vec<i64>>());
     let fetches = fake.requests_of(FETCH);
-    let first = fetches.iter().find(|r| r.fetched()[0].2 == 0).unwrap();
-    let next = fetches.iter().find(|r| r.fetched()[0].2 == 3).unwrap();
+    let first = fetches.iter().find(|r| r.wanted()[0].offset == 0).unwrap();
+    let next = fetches.iter().find(|r| r.wanted()[0].offset == 3).unwrap();
     let gap = next.at - first.at;
     assert!(
         gap >= Duration::from_millis(1400) && gap < Duration::from_millis(3500),
@@ -593,27 +565,27 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
     let sent = Arc::new(AtomicBool::new(false));
     let (armed2, sent2) = (Arc::clone(&armed), Arc::clone(&sent));
     let fake = FakeCluster::start(2, move |r| {
-        let broker0 = (0, "127.0.0.1", r.ports[1]);
-        let normal = || metadata(r, &[broker0], &[part("t", 0, 0)], 0);
+        let broker0 = broker(0, r.ports[1]);
+        let normal = || metadata(r, &[broker0], &[part("t", 0, 0)]);
         match (r.node, r.key) {
-            (0, METADATA) => Answer::SendAndClose(normal()),
+            (0, METADATA) => Reply::SendAndClose(normal()),
             (1, METADATA) => {
                 if armed2.load(Ordering::SeqCst) && !sent2.swap(true, Ordering::SeqCst) {
-                    Answer::Send(metadata(r, &[], &[], REBOOTSTRAP_REQUIRED))
+                    Reply::Send(metadata_error(r, REBOOTSTRAP_REQUIRED))
                 } else {
-                    Answer::Send(normal())
+                    Reply::Send(normal())
                 }
             }
-            (1, LIST_OFFSETS) => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
+            (1, LIST_OFFSETS) => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
             (1, FETCH) => {
                 let rebootstrapped = sent2.load(Ordering::SeqCst);
-                fetch_answer(r, |_, _, o| match o {
+                fetch_reply(r, |w| match w.offset {
                     0 => FetchPart::records(6, batch(0, 3)),
                     3 if rebootstrapped => FetchPart::records(6, batch(3, 3)),
                     _ => FetchPart::empty(6),
                 })
             }
-            _ => Answer::Close,
+            _ => Reply::Close,
         }
     });
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
@@ -665,25 +637,24 @@ fn sessionless_fetches_rotate_the_partition_that_comes_first() {
         .iter()
         .map(|&(k, lo, hi)| if k == FETCH { (k, 4, 6) } else { (k, lo, hi) })
         .collect();
-    let fake = FakeCluster::with_versions(1, &versions, |r| match r.key {
-        METADATA => Answer::Send(metadata(
-            r,
-            &[node0(r)],
-            &[part("t", 0, 0), part("t", 1, 0), part("t", 2, 0)],
-            0,
-        )),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 0))),
-        FETCH => fetch_answer(r, |_, _, _| FetchPart::empty(0)),
-        _ => Answer::Close,
+    let opts = Options {
+        versions,
+        ..Options::default()
+    };
+    let fake = FakeCluster::with(opts, |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 3)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |_| FetchPart::empty(0)),
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
     c.assign(&[tp(0), tp(1), tp(2)]).unwrap();
     let full = |reqs: &[Arc<Request>]| -> Vec<i32> {
         reqs.iter()
             .filter(|r| r.key == FETCH)
-            .map(|r| r.fetched())
+            .map(|r| r.wanted())
             .filter(|f| f.len() == 3)
-            .map(|f| f[0].1)
+            .map(|f| f[0].partition)
             .collect()
     };
     assert!(
@@ -707,16 +678,16 @@ fn sessionless_fetches_rotate_the_partition_that_comes_first() {
 #[test]
 fn offset_lookups_do_not_wait_behind_the_fetch_long_poll() {
     let fake = FakeCluster::start(1, |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, ts| {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, ts| {
             (0, if ts == -2 { 0 } else { 10 })
         })),
         // Every fetch is held for the whole of fetch.max.wait.ms, then answered empty.
-        FETCH => Answer::SendAfter(
+        FETCH => Reply::SendAfter(
             Duration::from_secs(3),
-            fetch(r, 0, |_, _, _| FetchPart::empty(10)),
+            fetch(r, 0, |_| FetchPart::empty(10)),
         ),
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
     let mut c =
         Consumer::new(config(&fake.addr(0)).fetch_max_wait(Duration::from_millis(3000))).unwrap();
@@ -746,17 +717,17 @@ fn serve_three_each(parts: &'static [i32], latest: i64) -> FakeCluster {
     FakeCluster::start(1, move |r| match r.key {
         METADATA => {
             let ps: Vec<Part> = parts.iter().map(|&p| part("t", p, 0)).collect();
-            Answer::Send(metadata(r, &[node0(r)], &ps, 0))
+            Reply::Send(metadata(r, &[broker(0, r.ports[0])], &ps))
         }
-        LIST_OFFSETS => Answer::Send(list_offsets(r, move |_, _, ts| {
+        LIST_OFFSETS => Reply::Send(list_offsets(r, move |_, _, ts| {
             (0, if ts == -2 { 0 } else { latest })
         })),
-        FETCH => fetch_answer(r, |_, _, o| match o {
+        FETCH => fetch_reply(r, |w| match w.offset {
             0 => FetchPart::records(latest, batch(0, 3)),
             o if o > latest => FetchPart::error(OFFSET_OUT_OF_RANGE),
             _ => FetchPart::empty(latest),
         }),
-        _ => Answer::Close,
+        _ => Reply::Close,
     })
 }
 
@@ -808,7 +779,11 @@ fn a_seek_on_a_paused_partition_does_not_fetch_it() {
     let fetched_paused = fake
         .requests_of(FETCH)
         .iter()
-        .filter(|r| r.fetched().contains(&("t".to_owned(), 0, 500)))
+        .filter(|r| {
+            r.wanted()
+                .iter()
+                .any(|w| (w.topic.as_str(), w.partition, w.offset) == ("t", 0, 500))
+        })
         .count();
     assert_eq!(
         fetched_paused, 0,
@@ -931,19 +906,19 @@ fn committing(
     let finds = AtomicUsize::new(0);
     let commits = AtomicUsize::new(0);
     let fake = FakeCluster::start(1, move |r| match r.key {
-        METADATA => Answer::Send(metadata(r, &[node0(r)], &[part("t", 0, 0)], 0)),
-        LIST_OFFSETS => Answer::Send(list_offsets(r, |_, _, _| (0, 5))),
-        FETCH => fetch_answer(r, |_, _, _| FetchPart::empty(5)),
-        OFFSET_FETCH => Answer::Send(offset_fetch_nothing(r)),
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 5))),
+        FETCH => fetch_reply(r, |_| FetchPart::empty(5)),
+        OFFSET_FETCH => Reply::Send(offset_fetch_nothing(r)),
         FIND_COORDINATOR => {
             let n = finds.fetch_add(1, Ordering::SeqCst);
-            Answer::Send(find_coordinator(r, find(n), 0, r.ports[0]))
+            Reply::Send(find_coordinator(r, find(n), 0, r.ports[0]))
         }
         OFFSET_COMMIT => match commit(commits.fetch_add(1, Ordering::SeqCst)) {
-            Some(code) => Answer::Send(offset_commit(r, code)),
-            None => Answer::Hang,
+            Some(code) => Reply::Send(offset_commit(r, code)),
+            None => Reply::Hang,
         },
-        _ => Answer::Close,
+        _ => Reply::Close,
     });
     let mut c = Consumer::new(cfg(config(&fake.addr(0)).group_id("g"))).unwrap();
     c.assign(&[tp(0)]).unwrap();

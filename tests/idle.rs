@@ -4,7 +4,7 @@
 //! core) and, where a request rate matters, counts the requests the broker got in that
 //! window. Where the fault then clears, the consumer must recover and be idle again.
 //!
-//! Faults come from the fake cluster (`tests/common/cluster.rs`); idle connections closed
+//! Faults come from the fake cluster (`tests/common/fake`); idle connections closed
 //! by the broker are also checked against a real broker of our own.
 
 mod common;
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::fake_cluster::*;
+use common::fake::*;
 use common::{IoThread, OwnBroker, Produce};
 use kafka_consumer::testing::records::testing::{
     encode_batch, encode_records, BatchSpec, RecordSpec,
@@ -66,10 +66,10 @@ fn measure(io: &IoThread, fake: &FakeCluster) -> Window {
     std::thread::sleep(SETTLE);
     let snap = || {
         (
-            fake.requests(METADATA),
-            fake.requests(FETCH),
-            fake.requests(LIST_OFFSETS),
-            fake.requests(FIND_COORDINATOR),
+            fake.count(METADATA),
+            fake.count(FETCH),
+            fake.count(LIST_OFFSETS),
+            fake.count(FIND_COORDINATOR),
             fake.connections(),
         )
     };
@@ -134,36 +134,28 @@ fn poll_error(c: &mut Consumer, limit: Duration) -> Error {
 fn faulty_fetches(
     log: Log,
     faulty: Arc<AtomicBool>,
-    fault: impl Fn(&Wanted) -> PartitionAnswer + Send + Sync + 'static,
+    fault: impl Fn(&Wanted) -> FetchPart + Send + Sync + 'static,
     faults: Arc<AtomicUsize>,
 ) -> FakeCluster {
-    FakeCluster::start(
-        Options::default(),
-        Arc::new(move |r: &Request<'_>| match r.key {
-            METADATA => Reply::Send(simple_metadata(r, 1)),
-            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, ts| {
-                (0, if ts == -1 { log.end() } else { 0 })
-            })),
-            FETCH => Reply::Send(fetch(r, |w| {
-                if faulty.load(Ordering::SeqCst) {
-                    faults.fetch_add(1, Ordering::SeqCst);
-                    fault(w)
-                } else {
-                    log.answer(w)
-                }
-            })),
-            _ => Reply::Close,
+    FakeCluster::start(1, move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, ts| {
+            (0, if ts == -1 { log.end() } else { 0 })
+        })),
+        FETCH => fetch_reply(r, |w| {
+            if faulty.load(Ordering::SeqCst) {
+                faults.fetch_add(1, Ordering::SeqCst);
+                fault(w)
+            } else {
+                log.answer(w)
+            }
         }),
-    )
+        _ => Reply::Close,
+    })
 }
 
-fn partition_error(code: i16) -> impl Fn(&Wanted) -> PartitionAnswer + Send + Sync {
-    move |_| PartitionAnswer {
-        error: code,
-        high_watermark: -1,
-        records: Vec::new(),
-        ..Default::default()
-    }
+fn partition_error(code: i16) -> impl Fn(&Wanted) -> FetchPart + Send + Sync {
+    move |_| FetchPart::error(code)
 }
 
 // ----- 1, 2: a partition error that never clears --------------------------------------
@@ -176,7 +168,7 @@ fn a_leader_error_for_good_is_idle(code: i16) {
         partition_error(code),
         Arc::clone(&faults),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for(
         "the fault to be answered twice",
@@ -221,7 +213,7 @@ fn not_leader_for_two_seconds_then_records_arrive_and_the_thread_is_idle_again()
         partition_error(6),
         Arc::clone(&faults),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for("the first NOT_LEADER", Duration::from_secs(10), || {
         faults.load(Ordering::SeqCst) >= 1
@@ -245,14 +237,14 @@ fn not_leader_for_two_seconds_then_records_arrive_and_the_thread_is_idle_again()
 fn a_broker_closing_idle_connections_does_not_make_the_consumer_reconnect_in_a_loop() {
     let mut log = Log::default();
     log.append(3);
-    let fake = FakeCluster::start(
+    let fake = FakeCluster::with(
         Options {
             idle_close: Some(Duration::from_millis(300)),
             ..Options::default()
         },
-        serve_logs(Arc::new(HashMap::from([(0, log)]))),
+        serve_logs(HashMap::from([(0, log)])),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     assert_eq!(
         poll_records(&mut c, 3, Duration::from_secs(10)),
@@ -366,15 +358,10 @@ fn a_batch_that_never_completes_is_reported_after_a_few_answers_and_the_thread_i
     let fake = faulty_fetches(
         Log::default(),
         Arc::new(AtomicBool::new(true)),
-        move |_| PartitionAnswer {
-            error: 0,
-            high_watermark: 5,
-            records: half.clone(),
-            ..Default::default()
-        },
+        move |_| FetchPart::records(5, half.clone()),
         Arc::clone(&faults),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     let e = poll_error(&mut c, Duration::from_secs(15));
     eprintln!("{e}");
@@ -401,15 +388,10 @@ fn a_batch_cut_short_that_later_completes_is_delivered_and_the_thread_is_idle_ag
     let fake = faulty_fetches(
         log,
         Arc::clone(&faulty),
-        move |_| PartitionAnswer {
-            error: 0,
-            high_watermark: 5,
-            records: half.clone(),
-            ..Default::default()
-        },
+        move |_| FetchPart::records(5, half.clone()),
         Arc::clone(&faults),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for("partial answers", Duration::from_secs(10), || {
         faults.load(Ordering::SeqCst) >= 3
@@ -445,15 +427,10 @@ fn a_batch_with_a_negative_last_offset_delta_is_reported_at_once_and_the_thread_
     let fake = faulty_fetches(
         Log::default(),
         Arc::new(AtomicBool::new(true)),
-        move |_| PartitionAnswer {
-            error: 0,
-            high_watermark: 1,
-            records: bad.clone(),
-            ..Default::default()
-        },
+        move |_| FetchPart::records(1, bad.clone()),
         Arc::clone(&faults),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     let e = poll_error(&mut c, Duration::from_secs(10));
     eprintln!("{e}");
@@ -484,7 +461,7 @@ fn offset_out_of_range_after_every_reset_backs_off_then_records_arrive_and_the_t
         partition_error(1),
         Arc::clone(&faults),
     );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for("OFFSET_OUT_OF_RANGE twice", Duration::from_secs(10), || {
         faults.load(Ordering::SeqCst) >= 2
@@ -509,16 +486,13 @@ fn offset_out_of_range_after_every_reset_backs_off_then_records_arrive_and_the_t
 #[test]
 fn position_resets_answered_with_offset_minus_one_are_reported_and_the_thread_is_idle() {
     for reset in [OffsetReset::Earliest, OffsetReset::Latest] {
-        let fake = FakeCluster::start(
-            Options::default(),
-            Arc::new(|r: &Request<'_>| match r.key {
-                METADATA => Reply::Send(simple_metadata(r, 1)),
-                LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, -1))),
-                FETCH => Reply::Send(fetch(r, |_| PartitionAnswer::default())),
-                _ => Reply::Close,
-            }),
-        );
-        let (mut c, io) = IoThread::of(config(&fake.bootstrap()).auto_offset_reset(reset));
+        let fake = FakeCluster::start(1, |r| match r.key {
+            METADATA => Reply::Send(simple_metadata(r, 1)),
+            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, -1))),
+            FETCH => fetch_reply(r, |_| FetchPart::default()),
+            _ => Reply::Close,
+        });
+        let (mut c, io) = IoThread::of(config(&fake.addr(0)).auto_offset_reset(reset));
         c.assign(&[tp0()]).unwrap();
         let e = poll_error(&mut c, Duration::from_secs(15));
         eprintln!("{reset:?}: {e}");
@@ -546,11 +520,8 @@ fn a_batch_that_fails_to_decompress_is_reported_and_refetched_at_most_about_once
         let mut log = Log::default();
         log.append(2);
         log.append_batch(2, 5, compressed_batch(2, 3, codec, payload));
-        let fake = FakeCluster::start(
-            Options::default(),
-            serve_logs(Arc::new(HashMap::from([(0, log)]))),
-        );
-        let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+        let fake = FakeCluster::start(1, serve_logs(HashMap::from([(0, log)])));
+        let (mut c, io) = IoThread::of(config(&fake.addr(0)));
         c.assign(&[tp0()]).unwrap();
         assert_eq!(poll_records(&mut c, 2, Duration::from_secs(10)), vec![0, 1]);
         let e = poll_error(&mut c, Duration::from_secs(10));
@@ -585,11 +556,8 @@ fn a_batch_too_large_for_the_buffer_is_retried_at_most_about_once_a_second() {
         1000,
         compressed_batch(0, 1000, ZSTD, &zstd_zeros(1 << 30)),
     );
-    let fake = FakeCluster::start(
-        Options::default(),
-        serve_logs(Arc::new(HashMap::from([(0, log)]))),
-    );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let fake = FakeCluster::start(1, serve_logs(HashMap::from([(0, log)])));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     let e = poll_error(&mut c, Duration::from_secs(10));
     eprintln!("{e}");
@@ -630,12 +598,12 @@ fn zero_reconnect_backoff_against_a_refusing_server_is_idle_and_recovers_when_it
     // The broker comes up on that port: the consumer finds it and is idle again.
     let mut log = Log::default();
     log.append(3);
-    let fake = FakeCluster::start(
+    let fake = FakeCluster::with(
         Options {
             ports: Some(vec![port]),
             ..Options::default()
         },
-        serve_logs(Arc::new(HashMap::from([(0, log)]))),
+        serve_logs(HashMap::from([(0, log)])),
     );
     assert_eq!(
         poll_records(&mut c, 3, Duration::from_secs(5)),
@@ -682,11 +650,8 @@ const RECONNECTS_PER_SEC: usize = 120;
 fn metadata_max_age_zero_refreshes_at_most_a_few_times_a_second() {
     let mut log = Log::default();
     log.append(2);
-    let fake = FakeCluster::start(
-        Options::default(),
-        serve_logs(Arc::new(HashMap::from([(0, log)]))),
-    );
-    let mut cfg = config(&fake.bootstrap());
+    let fake = FakeCluster::start(1, serve_logs(HashMap::from([(0, log)])));
+    let mut cfg = config(&fake.addr(0));
     cfg.set("metadata.max.age.ms", "0").unwrap();
     let (mut c, io) = IoThread::of(cfg);
     c.assign(&[tp0()]).unwrap();
@@ -718,8 +683,8 @@ fn a_full_prefetch_buffer_while_the_application_does_not_poll_leaves_the_thread_
         log.append_batch(0, 12, bytes.clone());
         logs.insert(p, log);
     }
-    let fake = FakeCluster::start(Options::default(), serve_logs(Arc::new(logs)));
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let fake = FakeCluster::start(1, serve_logs(logs));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     let tps = [tp0(), TopicPartition::new("t", 1)];
     c.assign(&tps).unwrap();
     wait_for("the buffer to fill", Duration::from_secs(10), || {
@@ -757,41 +722,28 @@ fn a_leader_missing_from_the_broker_list_is_awaited_idly_and_used_within_seconds
     let wrong_node = Arc::new(AtomicUsize::new(0));
     let w2 = Arc::clone(&wrong_node);
     // Node 0 (ports[0]) and node 2 (ports[1]); node 2 leads t-0.
-    let fake = FakeCluster::start(
-        Options {
-            nodes: 2,
-            ..Options::default()
-        },
-        Arc::new(move |r: &Request<'_>| {
-            let part = PartitionMeta {
-                partition: 0,
-                leader: 2,
-                leader_epoch: 0,
-            };
-            match r.key {
-                METADATA => {
-                    let mut brokers = vec![(0, r.ports[0])];
-                    if l2.load(Ordering::SeqCst) {
-                        brokers.push((2, r.ports[1]));
-                    }
-                    Reply::Send(metadata(r, &brokers, "t", &[part]))
-                }
-                _ if r.node != 1 => {
-                    w2.fetch_add(1, Ordering::SeqCst);
-                    Reply::Close
-                }
-                LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
-                FETCH => Reply::Send(fetch(r, |w| log.answer(w))),
-                _ => Reply::Close,
+    let fake = FakeCluster::start(2, move |r| match r.key {
+        METADATA => {
+            let mut brokers = vec![broker(0, r.ports[0])];
+            if l2.load(Ordering::SeqCst) {
+                brokers.push(broker(2, r.ports[1]));
             }
-        }),
-    );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+            Reply::Send(metadata(r, &brokers, &[part("t", 0, 2)]))
+        }
+        _ if r.node != 1 => {
+            w2.fetch_add(1, Ordering::SeqCst);
+            Reply::Close
+        }
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| log.answer(w)),
+        _ => Reply::Close,
+    });
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for(
         "metadata naming the missing leader",
         Duration::from_secs(10),
-        || fake.requests(METADATA) >= 2,
+        || fake.count(METADATA) >= 2,
     );
     let w = measure(&io, &fake);
     assert_idle(&w, "waiting for a leader missing from the broker list");
@@ -825,40 +777,28 @@ fn a_preferred_read_replica_missing_from_the_metadata_is_awaited_idly_then_used(
     let l2 = Arc::clone(&listed);
     let mut log = Log::default();
     log.append(3);
-    let fake = FakeCluster::start(
-        Options {
-            nodes: 2,
-            ..Options::default()
-        },
-        Arc::new(move |r: &Request<'_>| match r.key {
-            METADATA => {
-                let mut brokers = vec![(0, r.ports[0])];
-                if l2.load(Ordering::SeqCst) {
-                    brokers.push((5, r.ports[1]));
-                }
-                let part = PartitionMeta {
-                    partition: 0,
-                    leader: 0,
-                    leader_epoch: 0,
-                };
-                Reply::Send(metadata(r, &brokers, "t", &[part]))
+    let fake = FakeCluster::start(2, move |r| match r.key {
+        METADATA => {
+            let mut brokers = vec![broker(0, r.ports[0])];
+            if l2.load(Ordering::SeqCst) {
+                brokers.push(broker(5, r.ports[1]));
             }
-            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
-            FETCH if r.node == 0 => Reply::Send(fetch(r, |_| PartitionAnswer {
-                high_watermark: 3,
-                preferred_read_replica: Some(5),
-                ..Default::default()
-            })),
-            FETCH => Reply::Send(fetch(r, |w| log.answer(w))),
-            _ => Reply::Close,
+            Reply::Send(metadata(r, &brokers, &[part("t", 0, 0)]))
+        }
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH if r.node == 0 => fetch_reply(r, |_| FetchPart {
+            preferred_read_replica: Some(5),
+            ..FetchPart::empty(3)
         }),
-    );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+        FETCH => fetch_reply(r, |w| log.answer(w)),
+        _ => Reply::Close,
+    });
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for(
         "the leader to name the replica",
         Duration::from_secs(10),
-        || fake.requests(FETCH) >= 2,
+        || fake.count(FETCH) >= 2,
     );
     let w = measure(&io, &fake);
     assert_idle(&w, "a preferred read replica without an address");
@@ -887,38 +827,30 @@ fn a_preferred_read_replica_that_refuses_connections_is_given_up_for_the_leader(
     log.append(3);
     let relents = Arc::new(AtomicBool::new(false));
     let r2 = Arc::clone(&relents);
-    let fake = FakeCluster::start(
-        Options::default(),
-        Arc::new(move |r: &Request<'_>| match r.key {
-            METADATA => {
-                let part = PartitionMeta {
-                    partition: 0,
-                    leader: 0,
-                    leader_epoch: 0,
-                };
-                Reply::Send(metadata(r, &[(0, r.ports[0]), (5, dead)], "t", &[part]))
-            }
-            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
-            FETCH => Reply::Send(fetch(r, |w| {
-                if r2.load(Ordering::SeqCst) {
-                    log.answer(w)
-                } else {
-                    PartitionAnswer {
-                        high_watermark: 3,
-                        preferred_read_replica: Some(5),
-                        ..Default::default()
-                    }
+    let fake = FakeCluster::start(1, move |r| match r.key {
+        METADATA => {
+            let brokers = [broker(0, r.ports[0]), broker(5, dead)];
+            Reply::Send(metadata(r, &brokers, &[part("t", 0, 0)]))
+        }
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| {
+            if r2.load(Ordering::SeqCst) {
+                log.answer(w)
+            } else {
+                FetchPart {
+                    preferred_read_replica: Some(5),
+                    ..FetchPart::empty(3)
                 }
-            })),
-            _ => Reply::Close,
+            }
         }),
-    );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+        _ => Reply::Close,
+    });
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     wait_for(
         "the leader to be asked again",
         Duration::from_secs(10),
-        || fake.requests(FETCH) >= 2,
+        || fake.count(FETCH) >= 2,
     );
     let w = measure(&io, &fake);
     assert_idle(&w, "a preferred read replica that refuses connections");
@@ -940,23 +872,23 @@ fn a_preferred_read_replica_that_refuses_connections_is_given_up_for_the_leader(
 // ----- 10: a broker without a version we speak ----------------------------------------
 
 fn without_versions(versions: Vec<(i16, i16, i16)>) -> FakeCluster {
-    FakeCluster::start(
+    FakeCluster::with(
         Options {
             versions,
             ..Options::default()
         },
-        Arc::new(|r: &Request<'_>| match r.key {
+        |r| match r.key {
             METADATA => Reply::Send(simple_metadata(r, 1)),
             LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
             _ => Reply::Close,
-        }),
+        },
     )
 }
 
 #[test]
 fn a_broker_without_a_common_fetch_version_is_reported_as_unsupported_promptly() {
     let fake = without_versions(vec![(18, 0, 3), (3, 1, 12), (2, 1, 8), (1, 0, 3)]);
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     c.assign(&[tp0()]).unwrap();
     let t = Instant::now();
     let e = c
@@ -980,7 +912,7 @@ fn a_broker_without_a_common_fetch_version_is_reported_as_unsupported_promptly()
 #[test]
 fn a_broker_without_list_offsets_fails_end_offsets_as_unsupported_promptly() {
     let fake = without_versions(vec![(18, 0, 3), (3, 1, 12), (1, 4, 12)]);
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
     let t = Instant::now();
     let e = c
         .end_offsets(&[tp0()])
@@ -1008,11 +940,8 @@ fn a_broker_without_list_offsets_fails_end_offsets_as_unsupported_promptly() {
 fn an_io_thread_panic_closes_the_consumer_for_every_later_call_promptly() {
     let mut log = Log::default();
     log.append(2);
-    let fake = FakeCluster::start(
-        Options::default(),
-        serve_logs(Arc::new(HashMap::from([(0, log)]))),
-    );
-    let (mut c, _io) = IoThread::of(config(&fake.bootstrap()).group_id("panic-group"));
+    let fake = FakeCluster::start(1, serve_logs(HashMap::from([(0, log)])));
+    let (mut c, _io) = IoThread::of(config(&fake.addr(0)).group_id("panic-group"));
     c.assign(&[tp0()]).unwrap();
     assert_eq!(poll_records(&mut c, 2, Duration::from_secs(10)), vec![0, 1]);
     c.inject_io_panic();
@@ -1055,24 +984,21 @@ fn a_coordinator_that_refuses_connections_is_awaited_idly_and_rediscovered() {
     let m2 = Arc::clone(&moved);
     let mut log = Log::default();
     log.append(3);
-    let fake = FakeCluster::start(
-        Options::default(),
-        Arc::new(move |r: &Request<'_>| match r.key {
-            METADATA => Reply::Send(simple_metadata(r, 1)),
-            FIND_COORDINATOR if !m2.load(Ordering::SeqCst) => {
-                Reply::Send(find_coordinator_at(r, 7, dead))
-            }
-            FIND_COORDINATOR => Reply::Send(find_coordinator(r)),
-            OFFSET_FETCH => Reply::Send(offset_fetch_nothing(r)),
-            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
-            FETCH => Reply::Send(fetch(r, |w| log.answer(w))),
-            _ => Reply::Close,
-        }),
-    );
-    let (mut c, io) = IoThread::of(config(&fake.bootstrap()).group_id("g"));
+    let fake = FakeCluster::start(1, move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        FIND_COORDINATOR if !m2.load(Ordering::SeqCst) => {
+            Reply::Send(find_coordinator(r, 0, 7, dead))
+        }
+        FIND_COORDINATOR => Reply::Send(find_coordinator(r, 0, 0, r.ports[0])),
+        OFFSET_FETCH => Reply::Send(offset_fetch_nothing(r)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| log.answer(w)),
+        _ => Reply::Close,
+    });
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)).group_id("g"));
     c.assign(&[tp0()]).unwrap();
     wait_for("FindCoordinator", Duration::from_secs(10), || {
-        fake.requests(FIND_COORDINATOR) >= 1
+        fake.count(FIND_COORDINATOR) >= 1
     });
     let w = measure(&io, &fake);
     assert_idle(&w, "a coordinator that refuses connections");

@@ -5,7 +5,7 @@
 //! Its own test binary, so the process's resident memory (`/proc/self/status`) is this
 //! file's alone. The tests run one at a time (a static mutex), and each resets the peak
 //! (`VmHWM`, through `/proc/self/clear_refs`) before its scenario, so the peak it reads is
-//! its own. Faults come from the fake cluster (`tests/common/cluster.rs`).
+//! its own. Faults come from the fake cluster (`tests/common/fake`).
 
 mod common;
 
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::fake_cluster::*;
+use common::fake::*;
 use kafka_consumer::testing::records::testing::{
     encode_batch, encode_records, BatchSpec, RecordSpec,
 };
@@ -75,10 +75,7 @@ fn tp(p: i32) -> TopicPartition {
 
 /// A fake cluster serving partition 0 of `t` with `log`.
 fn one_partition(log: Log) -> FakeCluster {
-    FakeCluster::start(
-        Options::default(),
-        serve_logs(Arc::new(HashMap::from([(0, log)]))),
-    )
+    FakeCluster::start(1, serve_logs(HashMap::from([(0, log)])))
 }
 
 /// Polls until `poll` fails, keeping the offsets of records that came first.
@@ -104,7 +101,7 @@ fn first_error_and_growth(
     let fake = one_partition(log);
     reset_peak();
     let base = rss();
-    let mut c = Consumer::new(cfg(&fake.bootstrap())).unwrap();
+    let mut c = Consumer::new(cfg(&fake.addr(0))).unwrap();
     c.assign(&[tp(0)]).unwrap();
     let (e, got) = poll_error(&mut c, Duration::from_secs(20));
     assert_eq!(got, good, "the records before the bad batch arrive first");
@@ -273,10 +270,10 @@ fn four_partitions_of_12_mib_batches_stay_within_the_prefetch_budget_and_arrive_
     let budget = 16 * MIB;
     // One response: at most every batch of every partition, plus framing.
     let response = compressed + 64 * 1024;
-    let fake = FakeCluster::start(Options::default(), serve_logs(Arc::new(logs)));
+    let fake = FakeCluster::start(1, serve_logs(logs));
     reset_peak();
     let base = rss();
-    let mut c = Consumer::new(config(&fake.bootstrap()).fetch_buffer_bytes(budget)).unwrap();
+    let mut c = Consumer::new(config(&fake.addr(0)).fetch_buffer_bytes(budget)).unwrap();
     let all: Vec<TopicPartition> = (0..PARTITIONS).map(tp).collect();
     c.assign(&all).unwrap();
 
@@ -357,39 +354,29 @@ fn a_100_mib_response_does_not_stay_allocated_after_its_records_are_dropped() {
     let f2 = Arc::clone(&fetched);
     // The batch is built when first asked for, and not kept: the fake's own copy is gone
     // once it is sent.
-    let fake = FakeCluster::start(
-        Options::default(),
-        Arc::new(move |r: &Request<'_>| match r.key {
-            METADATA => Reply::Send(simple_metadata(r, 1)),
-            LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
-            FETCH => Reply::Send(fetch(r, |w| {
-                if w.offset > 0 {
-                    return PartitionAnswer {
-                        error: 0,
-                        high_watermark: RECORDS as i64,
-                        records: Vec::new(),
-                        ..Default::default()
-                    };
-                }
-                f2.fetch_add(1, Ordering::SeqCst);
-                let value = vec![1u8; MIB];
-                let recs: Vec<RecordSpec<'_>> = (0..RECORDS)
-                    .map(|i| (i, 0, None, Some(&value[..]), &[][..]))
-                    .collect();
-                PartitionAnswer {
-                    error: 0,
-                    high_watermark: RECORDS as i64,
-                    records: encode_batch(&BatchSpec {
-                        records: &recs,
-                        ..BatchSpec::default()
-                    }),
-                    ..Default::default()
-                }
-            })),
-            _ => Reply::Close,
+    let fake = FakeCluster::start(1, move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| {
+            if w.offset > 0 {
+                return FetchPart::empty(RECORDS as i64);
+            }
+            f2.fetch_add(1, Ordering::SeqCst);
+            let value = vec![1u8; MIB];
+            let recs: Vec<RecordSpec<'_>> = (0..RECORDS)
+                .map(|i| (i, 0, None, Some(&value[..]), &[][..]))
+                .collect();
+            FetchPart::records(
+                RECORDS as i64,
+                encode_batch(&BatchSpec {
+                    records: &recs,
+                    ..BatchSpec::default()
+                }),
+            )
         }),
-    );
-    let cfg = config(&fake.bootstrap())
+        _ => Reply::Close,
+    });
+    let cfg = config(&fake.addr(0))
         .fetch_max_bytes(200 * MIB as i32)
         .max_partition_fetch_bytes(200 * MIB as i32)
         .fetch_buffer_bytes(256 * MIB);
@@ -466,7 +453,7 @@ fn spare_pooled_buffers_never_keep_a_batch_that_fits_the_budget_from_being_deliv
         compressed_batch(54, 15, ZSTD, &zstd_frame(&section)),
     );
     let fake = one_partition(log);
-    let mut c = Consumer::new(config(&fake.bootstrap())).unwrap();
+    let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
     c.assign(&[tp(0)]).unwrap();
     let mut next = 0;
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -6,7 +6,6 @@
 #![allow(dead_code)]
 
 pub mod fake;
-pub mod fake_cluster;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
