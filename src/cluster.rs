@@ -30,7 +30,6 @@ use crate::error::{Error, Result};
 use crate::link::{Failure, Lane, LinkState, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::protocol::api::metadata::{MetadataRequest, MetadataResponse};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::frame::decode_response;
 use crate::protocol::message::Uuid;
 use crate::types::{LeaderEpoch, NodeId, TopicPartition};
 
@@ -385,18 +384,9 @@ impl Cluster {
         let Some(f) = self.in_flight.take_if(|f| f.id == id) else {
             return;
         };
-        match decode_response::<MetadataRequest>(body, version) {
-            Ok(resp) => {
-                if resp.throttle_time_ms > 0 {
-                    links.throttle(
-                        f.route,
-                        now + Duration::from_millis(resp.throttle_time_ms as u64),
-                    );
-                }
-                self.apply(resp, f.route, now);
-            }
+        match links.decode::<MetadataRequest>(f.route, version, body, now) {
+            Ok(resp) => self.apply(resp, f.route, now),
             Err(e) => {
-                log::warn!("malformed Metadata response from {}: {e}", f.route);
                 let err = Error::decode(e, format!("malformed Metadata response from {}", f.route));
                 self.fail_waiters(&err);
                 self.needed = true;

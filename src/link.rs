@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::{Backoff, Jitter, Retry};
 use crate::protocol::api::{negotiate, Api};
+use crate::protocol::frame::decode_response;
+use crate::protocol::wire::DecodeError;
 use crate::protocol::wire::Writer;
 use crate::types::NodeId;
 
@@ -296,6 +298,32 @@ impl Links {
     pub fn throttle(&mut self, route: Route, until: Instant) {
         let link = self.links.entry(route).or_insert_with(Link::new);
         link.throttled_until = Some(link.throttled_until.map_or(until, |t| t.max(until)));
+    }
+
+    /// Decodes the answer to a request of API `A` that arrived on `route`. A body that does
+    /// not decode is logged and closes the link (nothing more it carries can be trusted); a
+    /// throttle time in the answer (KIP-219) holds the link's next requests.
+    pub fn decode<A: Api>(
+        &mut self,
+        route: Route,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<A::Response, DecodeError> {
+        match decode_response::<A>(body, version) {
+            Ok(resp) => {
+                let ms = A::throttle_time_ms(&resp);
+                if ms > 0 {
+                    self.throttle(route, now + Duration::from_millis(ms as u64));
+                }
+                Ok(resp)
+            }
+            Err(e) => {
+                log::warn!("malformed {} response from {route}: {e}", A::NAME);
+                self.request_close(route, &format!("malformed {} response", A::NAME));
+                Err(e)
+            }
+        }
     }
 
     /// Asks the loop to close the link (its byte stream can no longer be trusted).

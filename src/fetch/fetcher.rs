@@ -55,7 +55,6 @@ use crate::protocol::api::fetch::{
 };
 use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::frame::decode_response;
 use crate::types::{LeaderEpoch, NodeId, PositionEpoch, TopicPartition};
 
 /// Fetching waits until at least this fraction (1/n) of the budget is free.
@@ -811,10 +810,9 @@ impl Fetcher {
         cluster: &mut Cluster,
     ) {
         let frame = Arc::new(FetchedFrame::new(body, &self.budget));
-        let resp: FetchResponse = match decode_response::<FetchRequest>(&frame, version) {
+        let resp: FetchResponse = match links.decode::<FetchRequest>(route, version, &frame, now) {
             Ok(r) => r,
             Err(e) => {
-                log::warn!("malformed Fetch response from {route}: {e}");
                 self.events.push_back(FetchEvent::Error(
                     Error::decode(e, format!("malformed Fetch response from {route}")),
                     None,
@@ -823,16 +821,9 @@ impl Fetcher {
                     s.disconnected();
                 }
                 self.node_failed(node, now);
-                links.request_close(route, "malformed Fetch response");
                 return;
             }
         };
-        if resp.throttle_time_ms > 0 {
-            links.throttle(
-                route,
-                now + Duration::from_millis(resp.throttle_time_ms as u64),
-            );
-        }
         let top = ErrorCode::from_code(resp.error_code);
         if let Some(s) = self.sessions.get_mut(&node) {
             s.handle_response(top, resp.session_id);
@@ -1105,25 +1096,14 @@ impl Fetcher {
         cluster: &mut Cluster,
     ) {
         let policy = self.cfg.retry_backoff;
-        let resp = match decode_response::<ListOffsetsRequest>(body, version) {
-            Ok(r) => r,
-            Err(e) => {
-                log::warn!("malformed ListOffsets response from {route}: {e}");
-                for (tp, epoch, _) in &sent {
-                    if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
-                        p.backoff(now, &policy, &mut *self.jitter);
-                    }
+        let Ok(resp) = links.decode::<ListOffsetsRequest>(route, version, body, now) else {
+            for (tp, epoch, _) in &sent {
+                if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
+                    p.backoff(now, &policy, &mut *self.jitter);
                 }
-                links.request_close(route, "malformed ListOffsets response");
-                return;
             }
+            return;
         };
-        if resp.throttle_time_ms > 0 {
-            links.throttle(
-                route,
-                now + Duration::from_millis(resp.throttle_time_ms as u64),
-            );
-        }
         let answers = offsets::answers(&resp);
         for (tp, epoch, ts) in sent {
             let Some(p) = self.parts.get_mut(&tp) else {

@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::list_offsets::ListOffsetsRequest;
-use crate::protocol::frame::decode_response;
 use crate::types::{NodeId, TopicPartition};
 
 /// Per partition: the offset and the timestamp of its record, or `None` when no record
@@ -246,22 +245,14 @@ impl Lookups {
                 l.in_flight.remove(tp);
             }
         }
-        let resp = match decode_response::<ListOffsetsRequest>(body, version) {
+        let resp = match links.decode::<ListOffsetsRequest>(route, version, body, now) {
             Ok(r) => r,
             Err(e) => {
-                log::warn!("malformed ListOffsets response from {route}: {e}");
-                links.request_close(route, "malformed ListOffsets response");
                 let err = Error::decode(e, format!("malformed ListOffsets response from {route}"));
                 self.finish(id, Err(err), cluster);
                 return;
             }
         };
-        if resp.throttle_time_ms > 0 {
-            links.throttle(
-                route,
-                now + Duration::from_millis(resp.throttle_time_ms as u64),
-            );
-        }
         let answers = offsets::answers(&resp);
         let mut retry = None;
         let mut failed = None;

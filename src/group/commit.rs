@@ -37,7 +37,6 @@ use crate::protocol::api::offset_commit::{
 };
 use crate::protocol::api::offset_fetch::{OffsetFetchRequest, NO_OFFSET};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::frame::decode_response;
 use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
 /// An offset to commit, or one that was committed.
@@ -408,21 +407,13 @@ impl Commits {
         links: &mut Links,
         coordinator: &mut Coordinator,
     ) {
-        let resp = match decode_response::<OffsetCommitRequest>(body, version) {
+        let resp = match links.decode::<OffsetCommitRequest>(route, version, body, now) {
             Ok(r) => r,
             Err(e) => {
-                log::warn!("malformed OffsetCommit response from {route}: {e}");
-                links.request_close(route, "malformed OffsetCommit response");
                 self.retry_request(rid, format!("malformed OffsetCommit response: {e}"), now);
                 return;
             }
         };
-        if resp.throttle_time_ms > 0 {
-            links.throttle(
-                route,
-                now + Duration::from_millis(resp.throttle_time_ms as u64),
-            );
-        }
         let Some(pos) = self.commits.iter().position(|j| j.in_flight == Some(rid)) else {
             return;
         };
@@ -502,21 +493,13 @@ impl Commits {
         links: &mut Links,
         coordinator: &mut Coordinator,
     ) {
-        let resp = match decode_response::<OffsetFetchRequest>(body, version) {
+        let resp = match links.decode::<OffsetFetchRequest>(route, version, body, now) {
             Ok(r) => r,
             Err(e) => {
-                log::warn!("malformed OffsetFetch response from {route}: {e}");
-                links.request_close(route, "malformed OffsetFetch response");
                 self.retry_request(rid, format!("malformed OffsetFetch response: {e}"), now);
                 return;
             }
         };
-        if resp.throttle_time_ms > 0 {
-            links.throttle(
-                route,
-                now + Duration::from_millis(resp.throttle_time_ms as u64),
-            );
-        }
         let group = coordinator.group_id().to_owned();
         let Some(pos) = self.fetches.iter().position(|j| j.in_flight == Some(rid)) else {
             return;

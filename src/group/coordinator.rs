@@ -26,7 +26,6 @@ use crate::error::Error;
 use crate::link::{Failure, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::find_coordinator::{FindCoordinatorRequest, KEY_TYPE_GROUP};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::frame::decode_response;
 use crate::types::NodeId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,22 +181,14 @@ impl Coordinator {
         if want != id {
             return;
         }
-        let resp = match decode_response::<FindCoordinatorRequest>(body, version) {
+        let resp = match links.decode::<FindCoordinatorRequest>(route, version, body, now) {
             Ok(r) => r,
             Err(e) => {
-                log::warn!("malformed FindCoordinator response from {route}: {e}");
-                links.request_close(route, "malformed FindCoordinator response");
                 self.last_problem = Some(format!("malformed FindCoordinator response: {e}"));
                 self.fail(now);
                 return;
             }
         };
-        if resp.throttle_time_ms > 0 {
-            links.throttle(
-                route,
-                now + Duration::from_millis(resp.throttle_time_ms as u64),
-            );
-        }
         let answer = match resp.coordinator(&self.group_id, version) {
             Ok(a) => a,
             Err(e) => {

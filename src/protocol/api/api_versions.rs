@@ -39,6 +39,9 @@ impl Api for ApiVersionsRequest {
     const FLEXIBLE_FROM: i16 = 3;
     const TAGGED_RESPONSE_HEADER: bool = false;
     type Response = ApiVersionsResponse;
+    fn throttle_time_ms(resp: &ApiVersionsResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 /// After an UNSUPPORTED_VERSION answer, decodes its body as v0 and returns the highest

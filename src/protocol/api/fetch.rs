@@ -104,6 +104,9 @@ impl Api for FetchRequest {
     const MAX_VERSION: i16 = 18;
     const FLEXIBLE_FROM: i16 = 12;
     type Response = FetchResponse;
+    fn throttle_time_ms(resp: &FetchResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 #[cfg(test)]

@@ -67,6 +67,9 @@ impl Api for FindCoordinatorRequest {
     const MAX_VERSION: i16 = 6;
     const FLEXIBLE_FROM: i16 = 3;
     type Response = FindCoordinatorResponse;
+    fn throttle_time_ms(resp: &FindCoordinatorResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 impl FindCoordinatorRequest {

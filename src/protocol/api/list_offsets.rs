@@ -80,6 +80,9 @@ impl Api for ListOffsetsRequest {
     const MAX_VERSION: i16 = 11;
     const FLEXIBLE_FROM: i16 = 6;
     type Response = ListOffsetsResponse;
+    fn throttle_time_ms(resp: &ListOffsetsResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 /// The lowest version that can carry `timestamp` (a special value needs the version that

@@ -83,6 +83,9 @@ impl Api for MetadataRequest {
     const MAX_VERSION: i16 = 13;
     const FLEXIBLE_FROM: i16 = 9;
     type Response = MetadataResponse;
+    fn throttle_time_ms(resp: &MetadataResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 /// The first version whose brokers look topics up by id (and accept a null name).

@@ -32,6 +32,11 @@ pub trait Api: Wire {
     const TAGGED_RESPONSE_HEADER: bool = true;
     /// The response type.
     type Response: Wire;
+    /// How long (KIP-219) the broker asks us to hold further requests on this connection,
+    /// in milliseconds; 0 when the response carries no throttle time.
+    fn throttle_time_ms(_resp: &Self::Response) -> i32 {
+        0
+    }
 }
 
 /// Picks the highest version both sides support, given the broker's range for this API.

@@ -73,6 +73,9 @@ impl Api for OffsetCommitRequest {
     const MAX_VERSION: i16 = 9;
     const FLEXIBLE_FROM: i16 = 8;
     type Response = OffsetCommitResponse;
+    fn throttle_time_ms(resp: &OffsetCommitResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 #[cfg(test)]

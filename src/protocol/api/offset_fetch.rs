@@ -108,6 +108,9 @@ impl Api for OffsetFetchRequest {
     const MAX_VERSION: i16 = 9;
     const FLEXIBLE_FROM: i16 = 6;
     type Response = OffsetFetchResponse;
+    fn throttle_time_ms(resp: &OffsetFetchResponse) -> i32 {
+        resp.throttle_time_ms
+    }
 }
 
 /// One partition's committed offset, as read by [`OffsetFetchResponse::group`].
