@@ -1,6 +1,7 @@
 //! Memory the consumer holds for the application: one byte budget (`fetch.buffer.bytes`)
 //! shared by the I/O thread (which charges it) and the application (whose dropped records
-//! give it back), and a small pool of recycled frame buffers.
+//! give it back), and small pools of recycled buffers (response frames, decompressed
+//! batches), so that steady fetching neither allocates nor zero-fills memory again.
 //!
 //! Invariants:
 //! 1. Everything fetched and held for the application is charged to the one [`Budget`]:
@@ -11,11 +12,12 @@
 //!    I/O thread had stopped fetching for lack of room, giving back wakes it. Memory the
 //!    application frees (a chunk it drops) is also counted on its own, once its bytes are
 //!    back, for partitions that wait for exactly that ([`Budget::app_frees`]).
-//! 3. The pool keeps at most [`POOL_SIZE`] buffers, each no larger than
-//!    [`POOL_MAX_BUFFER`]; a larger buffer is freed when its frame is dropped, so one huge
-//!    response does not stay allocated forever. It keeps a spare only while at least half
-//!    the budget stays free, and frees its spares when the I/O thread waits for room, so
-//!    spare buffers can never keep it from fetching.
+//! 3. A pool keeps at most its size in buffers ([`POOL_SIZE`] for frames), each no larger
+//!    than [`POOL_MAX_BUFFER`] (a larger one is freed when dropped, so one huge response
+//!    does not stay allocated forever), and all spares together take at most half the
+//!    budget. Spares are charged like everything else but count as room for the next
+//!    response, which reuses them, and the pools free their spares when the I/O thread
+//!    waits for room: spare buffers never keep it from fetching.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -43,6 +45,8 @@ pub(crate) struct Budget {
     app_frees: AtomicU64,
     /// Set by the I/O thread when a partition waits for the application to free memory.
     app_awaited: AtomicBool,
+    /// Bytes charged for spare pooled buffers.
+    spares: AtomicUsize,
     wake: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -56,6 +60,7 @@ impl Budget {
             starved: AtomicBool::new(false),
             app_frees: AtomicU64::new(0),
             app_awaited: AtomicBool::new(false),
+            spares: AtomicUsize::new(0),
             wake,
         })
     }
@@ -73,6 +78,14 @@ impl Budget {
     /// Bytes that may still be charged. Only grows behind the I/O thread's back.
     pub fn room(&self) -> usize {
         self.cap.saturating_sub(self.used())
+    }
+
+    /// Room for the next response: free bytes plus the spare buffers the pool keeps, which
+    /// a response reuses (its charge replaces theirs).
+    pub fn room_for_response(&self) -> usize {
+        self.room()
+            .saturating_add(self.spares.load(Ordering::Acquire))
+            .min(self.cap)
     }
 
     /// Whether the I/O thread is waiting for room (or for the application to free memory).
@@ -255,21 +268,55 @@ pub(crate) struct Pool {
 impl Pool {
     /// An empty pool whose spare buffers count against `budget`.
     pub fn new(budget: Arc<Budget>) -> Pool {
-        let (tx, rx) = crossbeam_channel::bounded(POOL_SIZE);
+        Pool::with_size(budget, POOL_SIZE)
+    }
+
+    /// An empty pool keeping at most `n` spares.
+    pub fn with_size(budget: Arc<Budget>, n: usize) -> Pool {
+        let (tx, rx) = crossbeam_channel::bounded(n.max(1));
         Pool { tx, rx, budget }
     }
 
+    /// Any spare buffer (its contents are garbage, its length is what it had: all of it
+    /// initialized), or an empty one.
+    pub fn take_any(&self) -> Vec<u8> {
+        match self.rx.try_recv() {
+            Ok((b, charge)) => {
+                self.budget
+                    .spares
+                    .fetch_sub(charge.bytes(), Ordering::AcqRel);
+                b
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Gives a buffer back (kept as a spare if it is worth it and fits the budget).
+    pub fn put(&self, buf: Vec<u8>) {
+        self.give(buf);
+    }
+
     /// A buffer for a frame of `len` bytes (its contents are garbage, its length is what
-    /// it had): a spare one if it is not much larger than
-    /// needed (a frame's memory is charged by capacity), else an empty one. Small frames
-    /// never take a spare buffer.
+    /// it had): a spare one if it is at most a quarter larger than needed (a frame is
+    /// charged by its capacity), else an empty one. Small frames never take a spare.
     pub fn take_for(&self, len: usize) -> Vec<u8> {
         if len < SMALL_FRAME {
             return Vec::new();
         }
         match self.rx.try_recv() {
-            Ok((b, _charge)) if b.capacity() <= len.saturating_mul(2) => b,
-            _ => Vec::new(),
+            Ok((b, charge)) => {
+                self.budget
+                    .spares
+                    .fetch_sub(charge.bytes(), Ordering::AcqRel);
+                drop(charge);
+                // Not much larger than needed: a frame is charged by its capacity.
+                if b.capacity() <= len.saturating_add(len / 4) {
+                    b
+                } else {
+                    Vec::new()
+                }
+            }
+            Err(_) => Vec::new(),
         }
     }
 
@@ -290,7 +337,10 @@ impl Pool {
             return;
         }
         let mut freed = false;
-        while self.rx.try_recv().is_ok() {
+        while let Ok((_, charge)) = self.rx.try_recv() {
+            self.budget
+                .spares
+                .fetch_sub(charge.bytes(), Ordering::AcqRel);
             freed = true;
         }
         if freed {
@@ -299,8 +349,8 @@ impl Pool {
         }
     }
 
-    /// Keeps `buf` as a spare if it is worth it and the budget keeps at least half its
-    /// room free afterwards (so spares can never stop the fetching), else frees it.
+    /// Keeps `buf` as a spare if it is worth it and the budget has room for it, else
+    /// frees it.
     fn give(&self, buf: Vec<u8>) {
         let n = buf.capacity();
         if !(SMALL_FRAME..=POOL_MAX_BUFFER).contains(&n)
@@ -309,11 +359,17 @@ impl Pool {
         {
             return;
         }
-        if self.budget.room() < n.saturating_add(self.budget.cap() / 2) {
+        // Spares take at most half the budget: the rest is for decoding.
+        if self.budget.spares.load(Ordering::Acquire).saturating_add(n) > self.budget.cap / 2 {
             return;
         }
         if let Some(charge) = self.budget.try_charge(n) {
-            let _ = self.tx.try_send((buf, charge));
+            self.budget.spares.fetch_add(n, Ordering::AcqRel);
+            if let Err(e) = self.tx.try_send((buf, charge)) {
+                let (_, charge) = e.into_inner();
+                self.budget.spares.fetch_sub(n, Ordering::AcqRel);
+                drop(charge);
+            }
         }
     }
 }
@@ -379,17 +435,37 @@ mod tests {
     }
 
     #[test]
-    fn spares_never_take_more_than_half_the_budget() {
-        let b = budget(3 * N);
-        let pool = Pool::new(Arc::clone(&b));
+    fn spares_stay_within_half_the_budget_and_count_as_room_for_the_next_response() {
+        let b = budget(4 * N);
+        let pool = Pool::with_size(Arc::clone(&b), 8);
         drop(pool.frame(vec![0; N], 1));
-        assert_eq!(b.used(), N);
+        drop(pool.frame(vec![0; N], 1));
+        assert_eq!(b.used(), 2 * N, "both spares are charged");
+        assert_eq!(b.room(), 2 * N);
+        assert_eq!(
+            b.room_for_response(),
+            4 * N,
+            "a response reuses the spares: their bytes are room for it"
+        );
         drop(pool.frame(vec![0; N], 1));
         assert_eq!(
             b.used(),
-            N,
-            "a second spare would leave less than half free"
+            2 * N,
+            "a third spare would take more than half: freed"
         );
+        let taken = pool.take_for(N);
+        assert_eq!(taken.len(), N);
+        assert_eq!(b.used(), N, "a taken spare is no longer charged as one");
+        assert_eq!(b.room_for_response(), 4 * N);
+        let held = b.try_charge(3 * N).expect("fits");
+        drop(pool.frame(taken, 1));
+        assert_eq!(
+            b.used(),
+            4 * N,
+            "a spare never takes the budget past its cap"
+        );
+        drop(held);
+        assert_eq!(b.used(), N);
     }
 
     #[test]

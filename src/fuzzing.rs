@@ -328,6 +328,7 @@ fn consumer_path(body: &[u8], records: (usize, usize), check_crcs: bool) {
             },
             &budget,
             held,
+            None,
         );
         assert!(
             budget.used() <= CAP.max(held) + held,

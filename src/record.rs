@@ -341,6 +341,7 @@ mod tests {
             },
             &budget,
             frame.charged(),
+            None,
         );
         assert!(decoded.stop.is_none(), "{:?}", decoded.stop);
         let chunk = Arc::new(decoded.chunk.unwrap());

@@ -19,11 +19,11 @@
 
 use std::sync::Arc;
 
-use crate::buffer::{Budget, Charge, FrameBuf};
+use crate::buffer::{Budget, Charge, FrameBuf, Pool};
 use crate::fetch::aborted::AbortedFilter;
 use crate::protocol::records::{
-    control_type, decompress, BatchIter, Compression, ControlType, RecordError, RecordIter,
-    TimestampType, MIN_RECORD_SIZE,
+    control_type, decompress, decompress_into, BatchIter, Compression, ControlType, RecordError,
+    RecordIter, TimestampType, MIN_RECORD_SIZE,
 };
 use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
@@ -103,6 +103,8 @@ pub(crate) struct Chunk {
     pub records: Vec<StoredRecord>,
     /// The decompressed bytes and the record index, charged to the budget.
     _charge: Option<Charge>,
+    /// Where the decompression buffer goes back to when the chunk is dropped.
+    recycle: Option<Pool>,
 }
 
 impl std::fmt::Debug for Chunk {
@@ -125,12 +127,20 @@ impl Drop for Chunk {
             let budget = Arc::clone(charge.budget());
             drop(charge);
             self.frame = None;
+            if let Some(pool) = self.recycle.take() {
+                pool.put(std::mem::take(&mut self.inflated));
+            }
             budget.app_freed();
         }
     }
 }
 
 impl Chunk {
+    /// The memory this chunk holds beyond its frame (decompressed bytes, record index).
+    pub fn charged(&self) -> usize {
+        self._charge.as_ref().map_or(0, Charge::bytes)
+    }
+
     /// The bytes of `r` at `start..start+len`, in the frame or in the decompressed buffer.
     pub fn slice(&self, r: &StoredRecord, start: u32, len: u32) -> &[u8] {
         let buf: &[u8] = if r.inflated {
@@ -162,6 +172,7 @@ impl Chunk {
             inflated: Vec::new(),
             records: Vec::new(),
             _charge: None,
+            recycle: None,
         }
     }
 }
@@ -226,6 +237,7 @@ pub(crate) fn build_chunk(
     input: PartitionInput<'_>,
     budget: &Arc<Budget>,
     held_here: usize,
+    spares: Option<&Pool>,
 ) -> Decoded {
     let (start, len) = input.records;
     let frame: &[u8] = input.frame;
@@ -233,6 +245,8 @@ pub(crate) fn build_chunk(
     let mut filter = input.aborted.map(AbortedFilter::new);
     let mut records: Vec<StoredRecord> = Vec::new();
     let mut inflated: Vec<u8> = Vec::new();
+    // The decompressed content is `inflated[..inflated_len]`; bytes past it are scratch.
+    let mut inflated_len = 0;
     let mut charge = budget.charge(0);
     let mut next_offset = input.fetch_offset;
     let mut last_epoch = LeaderEpoch::UNKNOWN;
@@ -302,20 +316,57 @@ pub(crate) fn build_chunk(
             if filter.as_mut().is_some_and(|f| f.skip_batch(h, None)) {
                 return Ok(());
             }
-            let (buf, base, in_inflated): (&[u8], usize, bool) =
-                if h.compression() == Compression::None {
-                    (batch.records, start + batch.start + 61, false)
-                } else {
-                    let at = inflated.len();
-                    let cap_before = inflated.capacity();
-                    // What the budget can still hold, minus the decoder's slack.
-                    let limit = MAX_INFLATED
-                        .saturating_sub(at)
-                        .min(budget.room().saturating_sub(DECOMPRESS_SLACK));
-                    decompress(h.compression(), batch.records, &mut inflated, limit)?;
-                    charge.grow(inflated.capacity().saturating_sub(cap_before));
-                    (&inflated[at..], at, true)
-                };
+            let (buf, base, in_inflated): (&[u8], usize, bool) = if h.compression()
+                == Compression::None
+            {
+                (batch.records, start + batch.start + 61, false)
+            } else {
+                if inflated.capacity() == 0 {
+                    // A recycled buffer: already allocated, and initialized (no
+                    // zeroing, no page faults). Its spare charge became ours.
+                    if let Some(pool) = spares {
+                        inflated = pool.take_any();
+                        charge.grow(inflated.capacity());
+                    }
+                }
+                let at = inflated_len;
+                let cap_before = inflated.capacity();
+                // What the budget can still hold, minus the decoder's slack.
+                let limit = MAX_INFLATED
+                    .saturating_sub(at)
+                    .min(budget.room().saturating_sub(DECOMPRESS_SLACK));
+                decompress_into(
+                    h.compression(),
+                    batch.records,
+                    &mut inflated,
+                    &mut inflated_len,
+                    limit,
+                )?;
+                charge.grow(inflated.capacity().saturating_sub(cap_before));
+                if at == 0 {
+                    // Expect the rest of the set to inflate as this first batch did:
+                    // reserve that once (if the budget has it) rather than grow the
+                    // buffer by copying it again and again.
+                    let rest = len.saturating_sub(batch.start + 61 + batch.records.len());
+                    let expected = (rest as u128 * inflated_len as u128
+                        / batch.records.len().max(1) as u128)
+                        .min((MAX_INFLATED - inflated_len) as u128)
+                        as usize;
+                    let spare = inflated.capacity() - inflated_len;
+                    if expected > spare && charge.try_grow(expected - spare) {
+                        let cap0 = inflated.capacity();
+                        inflated.truncate(inflated_len);
+                        inflated.reserve_exact(expected);
+                        let got = inflated.capacity() - cap0;
+                        match got.cmp(&(expected - spare)) {
+                            std::cmp::Ordering::Greater => charge.grow(got - (expected - spare)),
+                            std::cmp::Ordering::Less => charge.shrink(expected - spare - got),
+                            std::cmp::Ordering::Equal => {}
+                        }
+                    }
+                }
+                (&inflated[at..inflated_len], at, true)
+            };
             let before = records.len();
             let mut it = RecordIter::new(h, buf);
             loop {
@@ -361,7 +412,7 @@ pub(crate) fn build_chunk(
         match result {
             Ok(()) => {}
             Err(RecordError::DecompressedTooLarge { limit }) => {
-                stop = Some(if limit + inflated.len() >= MAX_INFLATED {
+                stop = Some(if limit + inflated_len >= MAX_INFLATED {
                     Stop::TooLarge {
                         offset: batch_start,
                         skip_to: h.next_offset(),
@@ -394,6 +445,12 @@ pub(crate) fn build_chunk(
         });
     }
 
+    inflated.truncate(inflated_len);
+    let recycle = if inflated.capacity() > 0 {
+        spares.cloned()
+    } else {
+        None
+    };
     let chunk = (next_offset != input.fetch_offset || !records.is_empty()).then(|| {
         // Give back index room that was reserved and not used.
         let unused = records.capacity() - records.len();
@@ -412,6 +469,7 @@ pub(crate) fn build_chunk(
             inflated,
             records,
             _charge: Some(charge),
+            recycle,
         }
     });
     Decoded {
@@ -506,6 +564,7 @@ mod tests {
             },
             b,
             held,
+            None,
         )
     }
 
@@ -688,6 +747,7 @@ mod tests {
             },
             &b,
             f.charged(),
+            None,
         )
     }
 

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::{Backoff, Jitter, Retry};
-use crate::buffer::{Budget, FrameBuf};
+use crate::buffer::{Budget, FrameBuf, Pool};
 use crate::cluster::{Cluster, Interest, Leader};
 use crate::config::OffsetReset;
 use crate::error::{Error, ErrorKind};
@@ -192,6 +192,22 @@ enum Sent {
 }
 
 /// The fetcher. See the module documentation.
+/// How many decompression buffers are kept for reuse (about one response's partitions).
+const DECODE_SPARES: usize = 16;
+
+/// Fewer record-set bytes than this say little about how data expands when decoded.
+const MIN_EXPANSION_SAMPLE: usize = 64 * 1024;
+
+/// The least a byte of record set is assumed to take when decoded: uncompressed data adds
+/// only its record index (a few percent), but a response must never take so much of the
+/// room that the first batch's index does not fit beside it.
+const MIN_EXPANSION: f64 = 0.5;
+
+/// The most a byte of record set is assumed to take when decoded (zstd reaches ~100x on
+/// repetitive data; beyond this, fetches would shrink to nothing and a batch that does not
+/// fit is handled by fetching it alone).
+const MAX_EXPANSION: f64 = 16.0;
+
 pub(crate) struct Fetcher {
     cfg: FetchConfig,
     parts: BTreeMap<TopicPartition, Part>,
@@ -205,8 +221,15 @@ pub(crate) struct Fetcher {
     queue: VecDeque<Transmit>,
     events: VecDeque<FetchEvent>,
     budget: Arc<Budget>,
+    /// Spare decompression buffers, given back by dropped chunks.
+    spares: Pool,
     /// Bytes the fetches in flight may bring.
     reserved: usize,
+    /// How many bytes of memory decoding took per byte of record set, lately:
+    /// decompression and the record index (1 until measured, never below
+    /// [`MIN_EXPANSION`]). Sizes fetches so that a response and what it
+    /// decodes into fit the room together.
+    expansion: f64,
     jitter: Box<dyn Jitter + Send>,
     next_id: u64,
     /// Brokers already reported as speaking no Fetch (or ListOffsets) version we do.
@@ -226,8 +249,10 @@ impl Fetcher {
             rotation: HashMap::new(),
             queue: VecDeque::new(),
             events: VecDeque::new(),
+            spares: Pool::with_size(Arc::clone(&budget), DECODE_SPARES),
             budget,
             reserved: 0,
+            expansion: 1.0,
             jitter,
             next_id: 1,
             unsupported: HashMap::new(),
@@ -406,6 +431,7 @@ impl Fetcher {
     }
 
     fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
+        self.spares.reclaim_if_starved();
         let frees = self.budget.app_frees();
         let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
         let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
@@ -498,13 +524,16 @@ impl Fetcher {
         }
         // Fetch only with a useful share of the budget free (or nothing held at all): an
         // application that holds most of it gets no trickle of tiny, wasted fetches.
-        let mut room = self.budget.room().saturating_sub(self.reserved);
+        let mut room = self
+            .budget
+            .room_for_response()
+            .saturating_sub(self.reserved);
         let min_room = (self.budget.cap() / MIN_ROOM_DIVISOR).max(1);
         if room < min_room && self.budget.used() + self.reserved > 0 {
             if self.reserved == 0 {
                 // Nothing in flight will wake us: the next release will.
                 self.budget.wake_on_release();
-                room = self.budget.room();
+                room = self.budget.room_for_response();
             }
             if room < min_room {
                 return;
@@ -533,16 +562,17 @@ impl Fetcher {
                 self.report_unsupported(node, msg);
                 continue;
             };
-            // Half the room for the response, half for decoding it (decompression, the
-            // record index); a solo fetch asks for one batch (KIP-74 returns it whole).
+            // Room for the response and for what it decodes into (decompression, the
+            // record index), as recent responses did; a solo fetch asks for one batch
+            // (KIP-74 returns it whole).
             let max_bytes = if solo.is_some() {
                 1
             } else {
                 (self.cfg.fetch_max_bytes.max(1) as usize)
-                    .min(room / 2)
+                    .min((room as f64 / (1.0 + self.expansion)) as usize)
                     .max(1)
             };
-            room = room.saturating_sub(max_bytes * 2);
+            room = room.saturating_sub((max_bytes as f64 * (1.0 + self.expansion)) as usize);
             self.queue_fetch(node, route, v, wanted, max_bytes, solo.is_some());
         }
     }
@@ -846,6 +876,8 @@ impl Fetcher {
         // try again (memory this thread gives back does not count: it changes nothing).
         let frees_before = self.budget.app_frees();
         let mut need_metadata = false;
+        // Record-set bytes decoded whole, and the memory their chunks took.
+        let (mut decoded_in, mut decoded_out) = (0usize, 0usize);
         for t in &resp.responses {
             let name: Arc<str> = if version >= 13 {
                 match cluster.topic_name(&t.topic_id) {
@@ -940,10 +972,17 @@ impl Fetcher {
                             },
                             &self.budget,
                             frame.charged(),
+                            Some(&self.spares),
                         );
                         let moved = decoded.chunk.is_some();
                         if moved {
                             p.solo = false;
+                        }
+                        if decoded.stop.is_none() {
+                            if let Some(c) = &decoded.chunk {
+                                decoded_in += pd.records.len;
+                                decoded_out += c.charged();
+                            }
                         }
                         if let Some(c) = decoded.chunk {
                             p.position = Position::At {
@@ -1072,6 +1111,10 @@ impl Fetcher {
         }
         if need_metadata {
             cluster.request_update();
+        }
+        if decoded_in >= MIN_EXPANSION_SAMPLE {
+            let seen = decoded_out as f64 / decoded_in as f64;
+            self.expansion = ((self.expansion + seen) / 2.0).clamp(MIN_EXPANSION, MAX_EXPANSION);
         }
     }
 

@@ -453,6 +453,8 @@ impl Conn {
                         self.body = self.pool.take_for(len);
                         let first = len.min(self.body.len().max(INITIAL_FRAME_BUFFER));
                         if self.body.len() < first {
+                            // Exact: a frame is charged by its capacity.
+                            self.body.reserve_exact(first - self.body.len());
                             self.body.resize(first, 0);
                         }
                         self.body_len = 0;
@@ -462,6 +464,7 @@ impl Conn {
                     self.body_len += n;
                     if self.body_len == self.body.len() && self.body_len < self.frame_len {
                         let grown = (self.body.len() * 2).min(self.frame_len);
+                        self.body.reserve_exact(grown - self.body.len());
                         self.body.resize(grown, 0);
                     } else if self.body_len == self.frame_len {
                         let body = self

@@ -602,27 +602,51 @@ pub fn decompress(
     out: &mut Vec<u8>,
     limit: usize,
 ) -> Result<(), RecordError> {
-    let start = out.len();
+    let mut filled = out.len();
+    let result = decompress_into(c, input, out, &mut filled, limit);
+    out.truncate(filled);
+    result
+}
+
+/// Like [`decompress`], into a buffer whose content is `out[..*filled]` and whose bytes past
+/// that are scratch (already initialized: they are overwritten, not zeroed again). Appending
+/// many batches to one buffer this way zero-fills each byte at most once. On success
+/// `*filled` is the new end of the content; on error it is unchanged, and `out` has no
+/// more capacity than before.
+pub fn decompress_into(
+    c: Compression,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    filled: &mut usize,
+    limit: usize,
+) -> Result<(), RecordError> {
+    let start = *filled;
     let capacity = out.capacity();
+    let mut end = start;
     let result = match c {
         Compression::None => {
             if input.len() > limit {
                 Err(RecordError::DecompressedTooLarge { limit })
             } else {
+                out.truncate(start);
                 reserve_within(out, input.len(), start.saturating_add(limit));
                 out.extend_from_slice(input);
+                end = out.len();
                 Ok(())
             }
         }
-        Compression::Gzip => codec::gzip(input, out, limit),
-        Compression::Snappy => codec::snappy(input, out, limit),
-        Compression::Lz4 => codec::lz4(input, out, limit),
-        Compression::Zstd => codec::zstd(input, out, limit),
+        Compression::Gzip => codec::gzip(input, out, &mut end, limit),
+        Compression::Snappy => codec::snappy(input, out, &mut end, limit),
+        Compression::Lz4 => codec::lz4(input, out, &mut end, limit),
+        Compression::Zstd => codec::zstd(input, out, &mut end, limit),
     };
-    if result.is_err() {
-        out.truncate(start);
-        if out.capacity() > capacity {
-            out.shrink_to(capacity);
+    match result {
+        Ok(()) => *filled = end,
+        Err(_) => {
+            if out.capacity() > capacity {
+                out.truncate(start);
+                out.shrink_to(capacity);
+            }
         }
     }
     result
@@ -631,6 +655,13 @@ pub fn decompress(
 /// The smallest step by which decompression grows its output buffer, and the most it
 /// zero-fills ahead of a codec's reads.
 const GROW_STEP: usize = 64 * 1024;
+
+/// The smallest zero-filled step ahead of a codec's reads.
+const MIN_FILL_STEP: usize = 4 * 1024;
+
+/// The largest zero-filled step: more than one lz4 block (64 KiB), so that a codec can
+/// write whole blocks straight into the output.
+const FILL_STEP_MAX: usize = 256 * 1024;
 
 /// Makes room in `out` for `additional` more bytes without letting its capacity pass
 /// `ceiling` (which must be at least `out.len() + additional`). Below the ceiling capacity
@@ -651,7 +682,6 @@ fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) {
 
 /// The codecs, each behind its cargo feature.
 mod codec {
-    use super::RecordError;
     #[cfg(any(
         feature = "gzip",
         feature = "snappy",
@@ -659,7 +689,8 @@ mod codec {
         feature = "zstd",
         feature = "zstd-native"
     ))]
-    use super::{reserve_within, GROW_STEP};
+    use super::reserve_within;
+    use super::RecordError;
 
     /// Reads `reader` to its end into `out`, failing once more than `limit` bytes came out.
     ///
@@ -676,31 +707,45 @@ mod codec {
     ))]
     pub(super) fn read_limited<R: std::io::Read>(
         mut reader: R,
+        input_len: usize,
         out: &mut Vec<u8>,
+        end: &mut usize,
         limit: usize,
         codec: &'static str,
     ) -> Result<(), RecordError> {
-        let ceiling = out.len().saturating_add(limit).saturating_add(1);
-        // `out[..filled]` is output; `out[filled..]` is zeroed room for the next read.
-        let mut filled = out.len();
-        let result = loop {
-            if filled == out.len() {
-                if filled == ceiling {
-                    break Err(RecordError::DecompressedTooLarge { limit });
+        let ceiling = end.saturating_add(limit).saturating_add(1);
+        // `out[..filled]` is output; `out[filled..]` is initialized room for the next read
+        // (scratch left by earlier calls, or zeroed here once).
+        let mut filled = *end;
+        // Zero-fill ahead in steps that start near the expected output (twice the input)
+        // and double up to FILL_STEP_MAX: a small batch costs no large zeroing.
+        let mut step = input_len
+            .saturating_mul(2)
+            .clamp(super::MIN_FILL_STEP, super::FILL_STEP_MAX);
+        loop {
+            if filled >= out.len() {
+                if filled >= ceiling {
+                    return Err(RecordError::DecompressedTooLarge { limit });
                 }
-                let room = (ceiling - filled).min(GROW_STEP);
+                let room = (ceiling - filled).min(step);
+                step = step.saturating_mul(2).min(super::FILL_STEP_MAX);
+                out.truncate(filled);
                 reserve_within(out, room, ceiling);
                 out.resize(filled + room, 0);
             }
-            match reader.read(&mut out[filled..]) {
-                Ok(0) => break Ok(()),
-                Ok(n) => filled += n.min(out.len() - filled),
+            let stop = out.len().min(ceiling);
+            match reader.read(&mut out[filled..stop]) {
+                Ok(0) => break,
+                Ok(n) => filled += n.min(stop - filled),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break Err(failed(codec, e)),
+                Err(e) => return Err(failed(codec, e)),
             }
-        };
-        out.truncate(filled);
-        result
+            if filled == ceiling {
+                return Err(RecordError::DecompressedTooLarge { limit });
+            }
+        }
+        *end = filled;
+        Ok(())
     }
 
     #[cfg(any(
@@ -718,12 +763,23 @@ mod codec {
     }
 
     #[cfg(feature = "gzip")]
-    pub(super) fn gzip(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
-        read_limited(flate2::read::MultiGzDecoder::new(input), out, limit, "gzip")
+    pub(super) fn gzip(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
+        let reader = flate2::read::MultiGzDecoder::new(input);
+        read_limited(reader, input.len(), out, end, limit, "gzip")
     }
 
     #[cfg(not(feature = "gzip"))]
-    pub(super) fn gzip(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+    pub(super) fn gzip(
+        _: &[u8],
+        _: &mut Vec<u8>,
+        _: &mut usize,
+        _: usize,
+    ) -> Result<(), RecordError> {
         Err(RecordError::CodecDisabled("gzip"))
     }
 
@@ -739,18 +795,36 @@ mod codec {
     /// Neither magic can open a valid raw block (both decode to a copy before any literal),
     /// so telling the three apart by their first bytes is unambiguous.
     #[cfg(feature = "snappy")]
-    pub(super) fn snappy(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
-        if input.starts_with(&XERIAL_MAGIC) {
+    pub(super) fn snappy(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
+        if input.starts_with(&SNAPPY_FRAME_MAGIC) {
+            let reader = snap::read::FrameDecoder::new(input);
+            return read_limited(reader, input.len(), out, end, limit, "snappy");
+        }
+        // The block formats append to the content.
+        out.truncate(*end);
+        let r = if input.starts_with(&XERIAL_MAGIC) {
             xerial(input, out, limit)
-        } else if input.starts_with(&SNAPPY_FRAME_MAGIC) {
-            read_limited(snap::read::FrameDecoder::new(input), out, limit, "snappy")
         } else {
             raw_snappy(input, out, limit, limit).map(|_| ())
+        };
+        if r.is_ok() {
+            *end = out.len();
         }
+        r
     }
 
     #[cfg(not(feature = "snappy"))]
-    pub(super) fn snappy(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+    pub(super) fn snappy(
+        _: &[u8],
+        _: &mut Vec<u8>,
+        _: &mut usize,
+        _: usize,
+    ) -> Result<(), RecordError> {
         Err(RecordError::CodecDisabled("snappy"))
     }
 
@@ -842,12 +916,23 @@ mod codec {
     }
 
     #[cfg(feature = "lz4")]
-    pub(super) fn lz4(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
-        read_limited(lz4_flex::frame::FrameDecoder::new(input), out, limit, "lz4")
+    pub(super) fn lz4(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
+        let reader = lz4_flex::frame::FrameDecoder::new(input);
+        read_limited(reader, input.len(), out, end, limit, "lz4")
     }
 
     #[cfg(not(feature = "lz4"))]
-    pub(super) fn lz4(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+    pub(super) fn lz4(
+        _: &[u8],
+        _: &mut Vec<u8>,
+        _: &mut usize,
+        _: usize,
+    ) -> Result<(), RecordError> {
         Err(RecordError::CodecDisabled("lz4"))
     }
 
@@ -855,25 +940,39 @@ mod codec {
     /// times faster than the pure-Rust decoder on literal-heavy data. It reads
     /// concatenated and skippable frames itself.
     #[cfg(feature = "zstd-native")]
-    pub(super) fn zstd(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+    pub(super) fn zstd(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
         let decoder =
             ::zstd::stream::read::Decoder::with_buffer(input).map_err(|e| failed("zstd", e))?;
-        read_limited(decoder, out, limit, "zstd")
+        read_limited(decoder, input.len(), out, end, limit, "zstd")
     }
 
     /// `ruzstd`'s streaming decoder reads one frame; loop over concatenated frames and step
     /// over skippable ones.
     #[cfg(all(feature = "zstd", not(feature = "zstd-native")))]
-    pub(super) fn zstd(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
+    pub(super) fn zstd(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
         use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
         use ruzstd::decoding::StreamingDecoder;
 
-        let start = out.len();
+        let start = *end;
+        let mut filled = *end;
         let mut rest = input;
         while !rest.is_empty() {
-            let budget = limit - (out.len() - start);
+            let budget = limit - (filled - start);
+            let left = rest.len();
             match StreamingDecoder::new(&mut rest) {
-                Ok(mut decoder) => read_limited(&mut decoder, out, budget, "zstd")?,
+                Ok(mut decoder) => {
+                    read_limited(&mut decoder, left, out, &mut filled, budget, "zstd")?
+                }
                 Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
                     length,
                     ..
@@ -888,11 +987,17 @@ mod codec {
                 Err(e) => return Err(failed("zstd", e)),
             }
         }
+        *end = filled;
         Ok(())
     }
 
     #[cfg(not(any(feature = "zstd", feature = "zstd-native")))]
-    pub(super) fn zstd(_: &[u8], _: &mut Vec<u8>, _: usize) -> Result<(), RecordError> {
+    pub(super) fn zstd(
+        _: &[u8],
+        _: &mut Vec<u8>,
+        _: &mut usize,
+        _: usize,
+    ) -> Result<(), RecordError> {
         Err(RecordError::CodecDisabled("zstd"))
     }
 }
@@ -2397,6 +2502,39 @@ mod tests {
         // Exactly at the limit is fine.
         decompress(Compression::Gzip, &gzip(&vec![0u8; MIB]), &mut out, MIB).unwrap();
         assert_eq!(out.len(), MIB);
+    }
+
+    #[cfg(all(feature = "lz4", feature = "gzip", feature = "snappy"))]
+    #[test]
+    fn decompress_into_overwrites_scratch_and_keeps_content_and_limits() {
+        let a: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..70_000u32).map(|i| (i % 13) as u8).collect();
+        // A recycled buffer: 300 KiB of garbage, all of it scratch.
+        let mut out = vec![0xAB; 300 * 1024];
+        let mut filled = 0;
+        decompress_into(Compression::Lz4, &lz4(&a), &mut out, &mut filled, MIB).unwrap();
+        assert_eq!(filled, a.len());
+        decompress_into(Compression::Gzip, &gzip(&b), &mut out, &mut filled, MIB).unwrap();
+        decompress_into(Compression::None, &b[..10], &mut out, &mut filled, MIB).unwrap();
+        decompress_into(
+            Compression::Snappy,
+            &snap::raw::Encoder::new().compress_vec(&a[..5000]).unwrap(),
+            &mut out,
+            &mut filled,
+            MIB,
+        )
+        .unwrap();
+        let mut want = a.clone();
+        want.extend_from_slice(&b);
+        want.extend_from_slice(&b[..10]);
+        want.extend_from_slice(&a[..5000]);
+        assert_eq!(&out[..filled], &want[..]);
+        // Past the limit: an error, and the content so far is untouched.
+        let before = filled;
+        let e = decompress_into(Compression::Lz4, &lz4(&a), &mut out, &mut filled, 1000);
+        assert_eq!(e, Err(RecordError::DecompressedTooLarge { limit: 1000 }));
+        assert_eq!(filled, before);
+        assert_eq!(&out[..filled], &want[..]);
     }
 
     #[cfg(feature = "gzip")]
