@@ -141,6 +141,11 @@ broker_answers() {
 
 show_log_tail() {
   if [[ -f "$LOG_FILE" ]]; then
+    # The cause is usually logged well before the shutdown noise at the end.
+    if grep -qE "ERROR|FATAL" "$LOG_FILE"; then
+      log "---- first errors in $LOG_FILE ----"
+      grep -E -A3 "ERROR|FATAL" "$LOG_FILE" | head -n 40 >&2
+    fi
     log "---- last 50 lines of $LOG_FILE ----"
     tail -n 50 "$LOG_FILE" >&2
   fi

@@ -38,7 +38,7 @@ fn signal(sig: &str, pid: u32) {
 
 #[test]
 fn a_broker_paused_for_20_seconds_leaves_the_thread_idle_and_consumption_resumes_exactly_once() {
-    let broker = OwnBroker::start("pause-test", 39192);
+    let broker = OwnBroker::start("pause-test", 19292);
     let topic = unique_topic("paused");
     let total = 30_000usize;
     let mut p = Produce::new(&topic, 2, total as u64);

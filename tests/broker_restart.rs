@@ -11,7 +11,7 @@ use kafka_consumer::{Consumer, ConsumerConfig, OffsetReset};
 
 #[test]
 fn consumption_survives_a_broker_restart_without_loss_or_duplicates() {
-    let broker = OwnBroker::start("restart-test", 39092);
+    let broker = OwnBroker::start("restart-test", 19392);
     let topic = unique_topic("restart");
     let mut p = Produce::new(&topic, 2, 20_000);
     p.bootstrap = Some(&broker.bootstrap);

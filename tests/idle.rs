@@ -275,7 +275,7 @@ fn a_broker_closing_idle_connections_does_not_make_the_consumer_reconnect_in_a_l
 
 #[test]
 fn a_real_broker_with_a_short_connections_max_idle_ms_leaves_an_idle_consumer_idle() {
-    let broker = OwnBroker::start_with("idle-close-test", 39472, &["connections.max.idle.ms=3000"]);
+    let broker = OwnBroker::start_with("idle-close-test", 19492, &["connections.max.idle.ms=3000"]);
     let topic = common::unique_topic("idle-close");
     let mut p = Produce::new(&topic, 1, 0);
     p.bootstrap = Some(&broker.bootstrap);

@@ -363,7 +363,9 @@ pub fn seq(r: &kafka_consumer::Record<'_>) -> u64 {
 }
 
 /// A second broker of our own (own port and run directory) for tests that stop and
-/// restart it. Stopped and removed on drop.
+/// restart it. Stopped and removed on drop. Give it a port below 32768 (and the next one
+/// free for its controller): ports in Linux's ephemeral range (32768-60999) can be taken
+/// by any outgoing connection at the moment the broker binds, and it then dies at start.
 pub struct OwnBroker {
     env: Vec<(&'static str, String)>,
     pub bootstrap: String,
