@@ -47,12 +47,13 @@ mod record;
 mod sim;
 mod types;
 
-/// Wire-format helpers for the crate's own integration tests (the fake broker). Only built
-/// with the `testing` feature, which the crate enables for its own tests; not part of the
-/// API.
+/// Wire-format helpers for the crate's own integration tests (the fake broker), and the
+/// group assignors (compared with kafka-clients' in `tests/assignors.rs`). Only built with
+/// the `testing` feature, which the crate enables for its own tests; not part of the API.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::group::assignor;
     pub use crate::protocol::*;
 }
 

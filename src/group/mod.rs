@@ -3,5 +3,6 @@
 //! send; `src/io/` sends it. Group membership (the classic and KIP-848 protocols) builds on
 //! these parts.
 
+pub mod assignor;
 pub mod commit;
 pub mod coordinator;

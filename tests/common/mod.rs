@@ -91,15 +91,16 @@ fn java_classes() -> &'static PathBuf {
                 .arg("-cp")
                 .arg(format!("{}/*", libs()))
                 .arg(root().join("scripts/java/TestProducer.java"))
-                .arg(root().join("scripts/java/TestAdmin.java")),
-            "compiling scripts/java/TestProducer.java and TestAdmin.java",
+                .arg(root().join("scripts/java/TestAdmin.java"))
+                .arg(root().join("scripts/java/AssignorCheck.java")),
+            "compiling scripts/java/TestProducer.java, TestAdmin.java and AssignorCheck.java",
         );
         dir
     })
 }
 
 /// A `java` command running the helper class `main` with the Kafka jars.
-fn java(main: &str) -> Command {
+pub fn java(main: &str) -> Command {
     let cp = format!("{}:{}/*", java_classes().display(), libs());
     let mut cmd = Command::new("java");
     cmd.arg("-cp")
