@@ -4,7 +4,8 @@
 //!
 //! Each entry point takes arbitrary bytes and must never panic, abort or allocate without
 //! bound. They only glue the library's own decoding paths together (framing, the response
-//! decoders, [`BatchIter`], [`decompress`], [`RecordIter`], [`HeaderIter`]); a panic in
+//! decoders, [`BatchIter`], [`decompress`], [`RecordIter`], [`HeaderIter`], the consumer
+//! protocol payloads); a panic in
 //! one is a bug in those paths, or a broken invariant they promise (checked with
 //! `assert!` here, so the fuzzer reports it).
 //!
@@ -16,13 +17,21 @@
 use std::hint::black_box;
 
 use crate::protocol::api::api_versions::{self, ApiVersionsRequest};
+use crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
 use crate::protocol::api::fetch::{FetchRequest, FetchResponse};
 use crate::protocol::api::find_coordinator::FindCoordinatorRequest;
+use crate::protocol::api::heartbeat::HeartbeatRequest;
+use crate::protocol::api::join_group::JoinGroupRequest;
+use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::list_offsets::ListOffsetsRequest;
 use crate::protocol::api::metadata::MetadataRequest;
 use crate::protocol::api::offset_commit::OffsetCommitRequest;
 use crate::protocol::api::offset_fetch::OffsetFetchRequest;
+use crate::protocol::api::sync_group::SyncGroupRequest;
 use crate::protocol::api::Api;
+use crate::protocol::consumer_protocol::{
+    is_empty_payload, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+};
 use crate::protocol::frame;
 use crate::protocol::records::testing::{encode_batch, BatchSpec};
 use crate::protocol::records::{
@@ -86,6 +95,11 @@ pub static APIS: &[ApiEntry] = &[
     entry::<FindCoordinatorRequest>(),
     entry::<OffsetCommitRequest>(),
     entry::<OffsetFetchRequest>(),
+    entry::<JoinGroupRequest>(),
+    entry::<HeartbeatRequest>(),
+    entry::<LeaveGroupRequest>(),
+    entry::<SyncGroupRequest>(),
+    entry::<ConsumerGroupHeartbeatRequest>(),
 ];
 
 /// Picks an API and one of its versions: the API whose key is `key` (else one by `key`
@@ -158,6 +172,33 @@ pub fn response(data: &[u8]) {
     let (api, v) = pick(*key as i16, *version as i16);
     black_box((api.decode)(body, v));
     black_box(api_versions::fallback_version(body));
+}
+
+/// Target `consumer_protocol`: `data` is a consumer protocol payload (JoinGroup metadata
+/// or SyncGroup assignment), decoded both as a [`ConsumerProtocolSubscription`] and as a
+/// [`ConsumerProtocolAssignment`]. Checks that only empty input fails as empty, and that
+/// whatever decodes comes back unchanged from our encoding of it (v3 carries every field).
+pub fn consumer_protocol(data: &[u8]) {
+    match ConsumerProtocolSubscription::decode(data) {
+        Ok(s) => {
+            let again = ConsumerProtocolSubscription::decode(&s.encode());
+            assert_eq!(again.as_ref(), Ok(&s), "subscription round trip");
+        }
+        Err(e) => {
+            assert_eq!(is_empty_payload(&e), data.is_empty(), "{e}");
+            touch_decode_error(&e);
+        }
+    }
+    match ConsumerProtocolAssignment::decode(data) {
+        Ok(a) => {
+            let again = ConsumerProtocolAssignment::decode(&a.encode());
+            assert_eq!(again.as_ref(), Ok(&a), "assignment round trip");
+        }
+        Err(e) => {
+            assert_eq!(is_empty_payload(&e), data.is_empty(), "{e}");
+            touch_decode_error(&e);
+        }
+    }
 }
 
 /// Target `record_set`: bit 0 of `data[0]` turns CRC checks on; the rest is a record set
@@ -456,8 +497,9 @@ mod tests {
     use crate::protocol::api::metadata::{
         MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };
+    use crate::protocol::consumer_protocol::java_payloads;
     use crate::protocol::frame::encode_response;
-    use crate::protocol::message::Uuid;
+    use crate::protocol::message::{Bytes, Uuid};
     use crate::protocol::records::testing::{control_batch, encode_records, RecordSpec};
     use crate::protocol::wire::Writer;
     use std::collections::BTreeSet;
@@ -477,6 +519,7 @@ mod tests {
         ("batch_lz4", batch_lz4),
         ("batch_zstd", batch_zstd),
         ("fetch_response", fetch_response),
+        ("consumer_protocol", consumer_protocol),
     ];
 
     fn fuzz_dir() -> PathBuf {
@@ -947,6 +990,102 @@ mod tests {
         }
     }
 
+    fn join_group_sample() -> crate::protocol::api::join_group::JoinGroupResponse {
+        use crate::protocol::api::join_group::{JoinGroupResponse, JoinGroupResponseMember};
+        let member = |id: &str, instance: Option<&str>| JoinGroupResponseMember {
+            member_id: id.into(),
+            group_instance_id: instance.map(Into::into),
+            metadata: Bytes(subscription_sample().encode()),
+        };
+        JoinGroupResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            generation_id: 3,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            leader: "m-1".into(),
+            skip_assignment: false,
+            member_id: "m-1".into(),
+            members: vec![member("m-1", Some("host-a")), member("m-2", None)],
+        }
+    }
+
+    fn heartbeat_sample() -> crate::protocol::api::heartbeat::HeartbeatResponse {
+        crate::protocol::api::heartbeat::HeartbeatResponse {
+            throttle_time_ms: 1,
+            error_code: 27,
+        }
+    }
+
+    fn leave_group_sample() -> crate::protocol::api::leave_group::LeaveGroupResponse {
+        use crate::protocol::api::leave_group::{LeaveGroupResponse, MemberResponse};
+        LeaveGroupResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            members: vec![MemberResponse {
+                member_id: "m-1".into(),
+                group_instance_id: Some("host-a".into()),
+                error_code: 0,
+            }],
+        }
+    }
+
+    fn sync_group_sample() -> crate::protocol::api::sync_group::SyncGroupResponse {
+        crate::protocol::api::sync_group::SyncGroupResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignment: Bytes(assignment_sample().encode()),
+        }
+    }
+
+    fn consumer_group_heartbeat_sample(
+    ) -> crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse {
+        use crate::protocol::api::consumer_group_heartbeat::{
+            Assignment, ConsumerGroupHeartbeatResponse, TopicPartitions,
+        };
+        ConsumerGroupHeartbeatResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            error_message: None,
+            member_id: Some("N5ixEYxVTAe4nJ0rvlVjAA".into()),
+            member_epoch: 4,
+            heartbeat_interval_ms: 5000,
+            assignment: Some(Assignment {
+                topic_partitions: vec![TopicPartitions {
+                    topic_id: Uuid([7; 16]),
+                    partitions: vec![0, 1, 2],
+                }],
+            }),
+        }
+    }
+
+    fn subscription_sample() -> ConsumerProtocolSubscription {
+        use crate::protocol::consumer_protocol::TopicPartition;
+        ConsumerProtocolSubscription {
+            topics: vec!["audit".into(), "orders".into()],
+            user_data: Some(Bytes(vec![0, 1])),
+            owned_partitions: vec![TopicPartition {
+                topic: "orders".into(),
+                partitions: vec![0, 2],
+            }],
+            generation_id: 3,
+            rack_id: Some("rack-a".into()),
+        }
+    }
+
+    fn assignment_sample() -> ConsumerProtocolAssignment {
+        use crate::protocol::consumer_protocol::TopicPartition;
+        ConsumerProtocolAssignment {
+            assigned_partitions: vec![TopicPartition {
+                topic: "orders".into(),
+                partitions: vec![1, 3],
+            }],
+            user_data: None,
+        }
+    }
+
     fn api_versions_sample() -> ApiVersionsResponse {
         let range = |api_key, min_version, max_version| ApiVersion {
             api_key,
@@ -1278,6 +1417,25 @@ mod tests {
                     k if k == OffsetFetchRequest::KEY => {
                         encode_response::<OffsetFetchRequest>(&offset_fetch_sample(), v, corr)
                     }
+                    k if k == JoinGroupRequest::KEY => {
+                        encode_response::<JoinGroupRequest>(&join_group_sample(), v, corr)
+                    }
+                    k if k == HeartbeatRequest::KEY => {
+                        encode_response::<HeartbeatRequest>(&heartbeat_sample(), v, corr)
+                    }
+                    k if k == LeaveGroupRequest::KEY => {
+                        encode_response::<LeaveGroupRequest>(&leave_group_sample(), v, corr)
+                    }
+                    k if k == SyncGroupRequest::KEY => {
+                        encode_response::<SyncGroupRequest>(&sync_group_sample(), v, corr)
+                    }
+                    k if k == ConsumerGroupHeartbeatRequest::KEY => {
+                        encode_response::<ConsumerGroupHeartbeatRequest>(
+                            &consumer_group_heartbeat_sample(),
+                            v,
+                            corr,
+                        )
+                    }
                     _ => panic!("no seed sample for {}: add one to seeds()", e.name),
                 };
                 bodies.push((e.key, v, frame[4..].to_vec()));
@@ -1359,6 +1517,16 @@ mod tests {
             r.extend(fetch_sample(v, &parts));
             out.push(("fetch_response", format!("seed-v{v}"), r));
         }
+        // consumer_protocol: the Java client's payloads, and ours at every version.
+        for (name, payload) in java_payloads() {
+            out.push(("consumer_protocol", format!("java-{name}"), payload));
+        }
+        for v in 0..=3 {
+            let s = subscription_sample().encode_version(v);
+            out.push(("consumer_protocol", format!("seed-subscription-v{v}"), s));
+            let a = assignment_sample().encode_version(v);
+            out.push(("consumer_protocol", format!("seed-assignment-v{v}"), a));
+        }
         out
     }
 
@@ -1418,6 +1586,15 @@ mod tests {
                     assert!((api.decode)(&data[2..], v), "{what}");
                 }
                 "frame" => frame(data),
+                "consumer_protocol" => {
+                    consumer_protocol(data);
+                    let decodes = if name.contains("subscription") {
+                        ConsumerProtocolSubscription::decode(data).is_ok()
+                    } else {
+                        ConsumerProtocolAssignment::decode(data).is_ok()
+                    };
+                    assert!(decodes, "{what}");
+                }
                 "record_set" => {
                     let d = decode_record_set(&data[1..], data[0] & 1 != 0);
                     assert!(d.records > 10, "{what}: {d:?}");

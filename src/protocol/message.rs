@@ -17,6 +17,14 @@
 //! }
 //! ```
 //!
+//! Field types: the integers, `bool`, [`Uuid`], `String` / `Option<String>` (nullable),
+//! [`Bytes`] / `Option<Bytes>` (nullable bytes), `Vec<T>` / `Option<Vec<T>>` (nullable
+//! array) of any of these or of a declared structure, and `Option<S>` of a declared
+//! structure `S` (a nullable struct field: an `int8` marker, -1 for null and 1 before the
+//! structure, as Kafka's generated code writes it; a negative marker reads as null).
+//! A field whose schema makes it nullable only from some version is declared nullable;
+//! below that version it must be `Some` (the encoder would write a null the schema forbids).
+//!
 //! Tagged fields are skipped on decode and never written; the few a consumer may want
 //! later (Fetch `DivergingEpoch`, `CurrentLeader`) will get their own declaration form.
 
@@ -151,6 +159,15 @@ impl Wire for Bytes {
     }
 }
 
+impl Wire for Option<Bytes> {
+    fn write(&self, w: &mut Writer, v: Version) {
+        w.nullable_bytes(self.as_ref().map(|b| &b.0[..]), v.flexible);
+    }
+    fn read(r: &mut Reader<'_>, v: Version) -> Result<Self, DecodeError> {
+        Ok(r.nullable_bytes(v.flexible)?.map(|b| Bytes(b.to_vec())))
+    }
+}
+
 impl Wire for RecordsRef {
     /// Records are only ever received by a consumer; encoding writes a null record set.
     fn write(&self, w: &mut Writer, v: Version) {
@@ -266,6 +283,29 @@ macro_rules! wire_struct {
                 Ok(s)
             }
         }
+
+        /// A nullable struct field: an `int8` marker (-1 null, 1 present), then the struct.
+        impl $crate::protocol::message::Wire for Option<$name> {
+            fn write(&self, w: &mut $crate::protocol::wire::Writer, v: $crate::protocol::message::Version) {
+                match self {
+                    None => w.i8(-1),
+                    Some(s) => {
+                        w.i8(1);
+                        $crate::protocol::message::Wire::write(s, w, v);
+                    }
+                }
+            }
+
+            fn read(
+                r: &mut $crate::protocol::wire::Reader<'_>,
+                v: $crate::protocol::message::Version,
+            ) -> Result<Self, $crate::protocol::wire::DecodeError> {
+                if r.i8()? < 0 {
+                    return Ok(None);
+                }
+                <$name as $crate::protocol::message::Wire>::read(r, v).map(Some)
+            }
+        }
     )*};
     (@default $ty:ty) => { <$ty as Default>::default() };
     (@default $ty:ty, $def:expr) => { $def };
@@ -332,6 +372,109 @@ mod tests {
         let b = w.into_inner();
         let e = Outer::read(&mut Reader::new(&b), v(1, false)).unwrap_err();
         assert!(e.to_string().starts_with("Outer.inner: Inner.b: "), "{e}");
+    }
+
+    crate::protocol::wire_struct! {
+        struct Blob {
+            data: Bytes, since 0;
+            maybe: Option<Bytes>, since 0;
+            inner: Option<Inner>, since 1;
+        }
+    }
+
+    fn encode<T: Wire>(x: &T, ver: Version) -> Vec<u8> {
+        let mut w = Writer::new();
+        x.write(&mut w, ver);
+        w.into_inner()
+    }
+
+    #[test]
+    fn bytes_nullable_bytes_and_nullable_structs_follow_the_schema_encoding() {
+        let blob = Blob {
+            data: Bytes(vec![0xab, 0xcd]),
+            maybe: Some(Bytes(vec![])),
+            inner: Some(Inner { a: 3, b: None }),
+        };
+        // Classic: int32 lengths, null bytes -1; the struct behind a 1 marker.
+        let b = encode(&blob, v(1, false));
+        let mut want = vec![0, 0, 0, 2, 0xab, 0xcd]; // data
+        want.extend_from_slice(&[0, 0, 0, 0]); // maybe: empty, not null
+        want.extend_from_slice(&[1, 0, 0, 0, 3, 0xff, 0xff]); // inner: marker, a, b null
+        assert_eq!(b, want);
+        assert_eq!(Blob::read(&mut Reader::new(&b), v(1, false)).unwrap(), blob);
+        // Flexible: compact lengths (length + 1, 0 = null) and tagged-field sections.
+        let b = encode(&blob, v(1, true));
+        let want = [3, 0xab, 0xcd, 1, 1, 0, 0, 0, 3, 0, 0, 0];
+        assert_eq!(b, want);
+        assert_eq!(Blob::read(&mut Reader::new(&b), v(1, true)).unwrap(), blob);
+        // Nulls: bytes -1 / 0, struct -1.
+        let nulls = Blob {
+            maybe: None,
+            inner: None,
+            ..blob.clone()
+        };
+        let b = encode(&nulls, v(1, false));
+        assert_eq!(b[6..], [0xff, 0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            Blob::read(&mut Reader::new(&b), v(1, false)).unwrap(),
+            nulls
+        );
+        let b = encode(&nulls, v(1, true));
+        assert_eq!(b[3..], [0, 0xff, 0]);
+        assert_eq!(Blob::read(&mut Reader::new(&b), v(1, true)).unwrap(), nulls);
+        // Any negative marker is null, any other is a struct (as the Java reader has it).
+        let b = [0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x80];
+        assert_eq!(
+            Blob::read(&mut Reader::new(&b), v(1, false)).unwrap().inner,
+            None
+        );
+        let b = [
+            0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 9, 0, 1, b'x',
+        ];
+        let inner = Blob::read(&mut Reader::new(&b), v(1, false)).unwrap().inner;
+        assert_eq!(
+            inner,
+            Some(Inner {
+                a: 9,
+                b: Some("x".into())
+            })
+        );
+        // Outside its version range the struct is neither written nor read.
+        let b = encode(&blob, v(0, false));
+        assert_eq!(b.len(), 10);
+        assert_eq!(
+            Blob::read(&mut Reader::new(&b), v(0, false)).unwrap().inner,
+            None
+        );
+    }
+
+    #[test]
+    fn null_where_bytes_are_required_and_truncated_bytes_are_errors() {
+        let b = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+        assert!(Blob::read(&mut Reader::new(&b), v(0, false)).is_err());
+        let b = [0, 0, 0, 0];
+        assert!(Blob::read(&mut Reader::new(&b), v(0, true)).is_err());
+        let full = encode(
+            &Blob {
+                data: Bytes(vec![1, 2, 3]),
+                maybe: Some(Bytes(vec![4])),
+                inner: Some(Inner::default()),
+            },
+            v(1, false),
+        );
+        for cut in 0..full.len() {
+            assert!(
+                Blob::read(&mut Reader::new(&full[..cut]), v(1, false)).is_err(),
+                "cut at {cut}"
+            );
+        }
+        // A length far beyond what is left is rejected before anything is copied.
+        let b = [0x7f, 0xff, 0xff, 0xff, 1];
+        let e = Blob::read(&mut Reader::new(&b), v(0, false)).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            &crate::protocol::wire::DecodeErrorKind::BadLength(i32::MAX as i64)
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! - [`frame`]: request/response headers and size-prefixed framing.
 //! - [`api`]: one module per API, each declaring its layouts once with version ranges.
 //! - [`records`]: record batches (magic 2), compression, control records.
+//! - [`consumer_protocol`]: the classic group protocol's embedded consumer payloads
+//!   (subscription and assignment).
 //! - [`error_code`]: Kafka error codes.
 
 // The wire layer is complete for what it declares (every primitive, encoders the tests and
@@ -16,6 +18,7 @@
 )]
 
 pub mod api;
+pub mod consumer_protocol;
 pub mod error_code;
 pub mod frame;
 pub mod message;

@@ -8,12 +8,17 @@
 use super::message::Wire;
 
 pub mod api_versions;
+pub mod consumer_group_heartbeat;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod sync_group;
 
 /// A request type of one Kafka API.
 pub trait Api: Wire {
