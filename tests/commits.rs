@@ -297,3 +297,77 @@ fn with_a_group_and_nothing_committed_a_partition_starts_from_auto_offset_reset(
     // Nothing was committed by looking.
     assert_eq!(none.committed(one).unwrap()[&tp], None);
 }
+
+/// What a group member does when its partitions are handed over: consume, commit, give
+/// the partitions up, then take some of them back. The re-assigned partitions start at
+/// the commit and their records arrive (the fetch session must fetch them again).
+#[test]
+fn partitions_given_up_and_assigned_again_resume_from_their_commit() {
+    for (gap, poll_records, consume_all) in
+        [(0, "7", false), (300, "500", false), (2000, "500", true)]
+    {
+        given_up_and_assigned_again(gap, poll_records, consume_all);
+    }
+}
+
+fn given_up_and_assigned_again(gap_ms: u64, max_poll_records: &str, consume_all: bool) {
+    let topic = unique_topic("commit-reassign");
+    let group = unique_topic("group");
+    Produce::new(&topic, 4, 400).run();
+    let parts = all_partitions(&topic, 4);
+
+    let mut c = consumer(&[("group.id", &group), ("max.poll.records", max_poll_records)]);
+    c.assign(&parts).unwrap();
+    let mut seen: HashMap<TopicPartition, i64> = HashMap::new();
+    let mut n = 0;
+    poll_until(
+        &mut c,
+        Duration::from_secs(30),
+        "some of every partition",
+        |r| {
+            for rec in r {
+                seen.insert(
+                    TopicPartition::new(rec.topic(), rec.partition()),
+                    rec.offset(),
+                );
+            }
+            n += r.len();
+            seen.len() == 4 && (!consume_all || n == 400)
+        },
+    );
+    c.commit_sync().unwrap();
+    let consumed = c.consumed_offsets();
+    c.assign(&[]).unwrap();
+    let until = std::time::Instant::now() + Duration::from_millis(gap_ms);
+    while std::time::Instant::now() < until {
+        assert!(c.poll(Duration::from_millis(100)).unwrap().is_empty());
+    }
+
+    let again = &parts[1..3];
+    c.assign(again).unwrap();
+    let mut total: i64 = again.iter().map(|tp| 100 - consumed[tp].offset).sum();
+    if consume_all {
+        Produce {
+            start: 400,
+            ..Produce::new(&topic, 4, 40)
+        }
+        .run();
+        total += 20;
+    }
+    let mut rest = 0i64;
+    let what = format!("the rest of two partitions (gap {gap_ms} ms, max.poll.records {max_poll_records}, all {consume_all})");
+    poll_until(&mut c, Duration::from_secs(20), &what, |r| {
+        for rec in r {
+            let tp = TopicPartition::new(rec.topic(), rec.partition());
+            assert!(again.contains(&tp), "{tp} is not assigned");
+            assert!(
+                rec.offset() >= consumed[&tp].offset,
+                "{tp} read {} again",
+                rec.offset()
+            );
+        }
+        rest += r.len() as i64;
+        rest >= total
+    });
+    assert_eq!(rest, total);
+}
