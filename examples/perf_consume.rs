@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release --example perf_consume
-//! target/release/examples/perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc]
+//! target/release/examples/perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc] [--set KEY=VALUE]...
 //! ```
 //!
 //! Assigns every partition of TOPIC (`partitions_for`), seeks to the beginning and polls
@@ -11,7 +11,8 @@
 //! `{"records":N,"bytes":B,"elapsed_s":S}` on stdout: B is the sum of the value lengths,
 //! S runs from just before the first `poll` to the poll that returned the last record.
 //! Fetch settings are the Java client's defaults, spelled out so that every contender of
-//! the benchmark uses the same ones. `--no-crc` sets `check.crcs=false`.
+//! the benchmark uses the same ones. `--no-crc` sets `check.crcs=false`; `--set KEY=VALUE`
+//! sets any other consumer property (for experiments, e.g. `--set fetch.buffer.bytes=33554432`).
 //!
 //! Exits 1 (after printing the JSON line with what it got) if no record arrives for 60 s.
 
@@ -29,9 +30,23 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let no_crc = args.iter().any(|a| a == "--no-crc");
-    let positional: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let mut sets = Vec::new();
+    let mut positional = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--set" {
+            let kv = it.next().ok_or("--set needs KEY=VALUE")?;
+            let (k, v) = kv.split_once('=').ok_or("--set needs KEY=VALUE")?;
+            sets.push((k.to_owned(), v.to_owned()));
+        } else if !a.starts_with("--") {
+            positional.push(a);
+        }
+    }
     if positional.len() != 3 {
-        return Err("usage: perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc]".into());
+        return Err(
+            "usage: perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc] [--set KEY=VALUE]..."
+                .into(),
+        );
     }
     let (bootstrap, topic) = (positional[0].as_str(), positional[1].as_str());
     let expected: u64 = positional[2].parse()?;
@@ -46,6 +61,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ("max.partition.fetch.bytes", "1048576"),
         ("fetch.max.wait.ms", "500"),
     ])?;
+    let mut config = config;
+    for (k, v) in &sets {
+        config.set(k, v)?;
+    }
     let mut consumer = Consumer::new(config)?;
     let partitions = consumer.partitions_for(topic)?;
     if partitions.is_empty() {

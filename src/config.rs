@@ -91,7 +91,7 @@ impl ConsumerConfig {
             fetch_max_bytes: 52_428_800,
             fetch_max_wait: Duration::from_millis(500),
             max_partition_fetch_bytes: 1_048_576,
-            fetch_buffer_bytes: 16 * 1024 * 1024,
+            fetch_buffer_bytes: 32 * 1024 * 1024,
             request_timeout: Duration::from_millis(30_000),
             default_api_timeout: Duration::from_millis(60_000),
             reconnect_backoff: Duration::from_millis(50),
@@ -262,9 +262,12 @@ impl ConsumerConfig {
         self
     }
 
-    /// Sets `fetch.buffer.bytes`: how many fetched bytes may wait for the application
-    /// before the I/O thread stops fetching ahead (default 16 MiB). This bounds memory
-    /// when the application is slower than the broker.
+    /// Sets `fetch.buffer.bytes`: how much memory fetched data may take while it waits for
+    /// the application (response frames, decompressed batches, record indexes, spare
+    /// buffers) before the I/O thread stops fetching ahead (default 32 MiB). This bounds
+    /// memory when the application is slower than the broker. A fetch asks only for what
+    /// fits beside the data already waiting (and what it will decode into), so a much
+    /// smaller value means smaller fetches and more round trips.
     pub fn fetch_buffer_bytes(mut self, n: usize) -> Self {
         self.fetch_buffer_bytes = n.max(1);
         self

@@ -548,7 +548,7 @@ fn a_batch_that_fails_to_decompress_is_reported_and_refetched_at_most_about_once
 
 #[test]
 fn a_batch_too_large_for_the_buffer_is_retried_at_most_about_once_a_second() {
-    // 32 KiB of zstd that inflates to 1 GiB, with the default 16 MiB fetch.buffer.bytes:
+    // 32 KiB of zstd that inflates to 1 GiB, with the default fetch.buffer.bytes:
     // each retry decompresses up to the budget before giving up, so retries must be rare.
     let mut log = Log::default();
     log.append_batch(
@@ -669,8 +669,8 @@ fn metadata_max_age_zero_refreshes_at_most_a_few_times_a_second() {
 
 #[test]
 fn a_full_prefetch_buffer_while_the_application_does_not_poll_leaves_the_thread_idle() {
-    // Two partitions, one zstd batch each that inflates to 12 MiB: with the default
-    // 16 MiB buffer one fits, the other must wait until the application frees memory.
+    // Two partitions, one zstd batch each that inflates to 12 MiB: with a 16 MiB buffer
+    // one fits, the other must wait until the application frees memory.
     let value = vec![0u8; 1024 * 1024];
     let recs: Vec<RecordSpec<'_>> = (0..12)
         .map(|i| (i, 0, None, Some(&value[..]), &[][..]))
@@ -684,7 +684,7 @@ fn a_full_prefetch_buffer_while_the_application_does_not_poll_leaves_the_thread_
         logs.insert(p, log);
     }
     let fake = FakeCluster::start(1, serve_logs(logs));
-    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)).fetch_buffer_bytes(16 * 1024 * 1024));
     let tps = [tp0(), TopicPartition::new("t", 1)];
     c.assign(&tps).unwrap();
     wait_for("the buffer to fill", Duration::from_secs(10), || {

@@ -453,7 +453,7 @@ fn spare_pooled_buffers_never_keep_a_batch_that_fits_the_budget_from_being_deliv
         compressed_batch(54, 15, ZSTD, &zstd_frame(&section)),
     );
     let fake = one_partition(log);
-    let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
+    let mut c = Consumer::new(config(&fake.addr(0)).fetch_buffer_bytes(16 * MIB)).unwrap();
     c.assign(&[tp(0)]).unwrap();
     let mut next = 0;
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -922,8 +922,123 @@ mod codec {
         end: &mut usize,
         limit: usize,
     ) -> Result<(), RecordError> {
-        let reader = lz4_flex::frame::FrameDecoder::new(input);
-        read_limited(reader, input.len(), out, end, limit, "lz4")
+        let start = *end;
+        match lz4_direct(input, out, end, limit) {
+            Direct::Done(r) => r,
+            Direct::NotSimple => {
+                // Linked blocks, checksums or a frame kind of its own: the general decoder.
+                *end = start;
+                let reader = lz4_flex::frame::FrameDecoder::new(input);
+                read_limited(reader, input.len(), out, end, limit, "lz4")
+            }
+        }
+    }
+
+    /// How [`lz4_direct`] went.
+    #[cfg(feature = "lz4")]
+    enum Direct {
+        /// Decoded, or failed for a reason the general decoder would also fail for.
+        Done(Result<(), RecordError>),
+        /// The input uses a frame feature the direct path leaves to the general decoder.
+        NotSimple,
+    }
+
+    /// The LZ4 frame Kafka producers write (independent blocks of at most 64 KiB to 4 MiB,
+    /// no checksums, no dictionary), decoded block by block straight into `out`, without
+    /// the frame decoder's own buffer and the copy out of it. The batch CRC covers these
+    /// bytes; the frame header's checksum byte is not checked. As in the Java client, one
+    /// frame is read and anything after its end mark is ignored.
+    ///
+    /// Output goes to `out[*end..]` as in [`read_limited`]: scratch past `out.len()` is
+    /// zero-filled once, and no more than `limit` bytes come out.
+    #[cfg(feature = "lz4")]
+    fn lz4_direct(input: &[u8], out: &mut Vec<u8>, end: &mut usize, limit: usize) -> Direct {
+        const MAGIC: u32 = 0x184D_2204;
+        let truncated = || Direct::Done(Err(failed("lz4", "frame cut short")));
+        // Frame header: magic, FLG, BD, [content size], header checksum. FLG: version 01,
+        // independent blocks, no block or content checksum, no dictionary (the content
+        // size, bit 3, may be there); BD: no reserved bits.
+        let Some((head, after)) = input.split_first_chunk::<6>() else {
+            return if input.is_empty() {
+                Direct::NotSimple
+            } else {
+                truncated()
+            };
+        };
+        let [m0, m1, m2, m3, flg, bd] = *head;
+        if u32::from_le_bytes([m0, m1, m2, m3]) != MAGIC
+            || flg & 0b1111_0111 != 0b0110_0000
+            || bd & 0b1000_1111 != 0
+        {
+            return Direct::NotSimple;
+        }
+        let block_max = match bd >> 4 {
+            4 => 64 * 1024,
+            5 => 256 * 1024,
+            6 => 1024 * 1024,
+            7 => 4 * 1024 * 1024,
+            _ => return Direct::NotSimple,
+        };
+        let header_rest = if flg & 0b0000_1000 != 0 { 9 } else { 1 };
+        let Some(mut blocks) = after.get(header_rest..) else {
+            return truncated();
+        };
+        let ceiling = end.saturating_add(limit);
+        let mut filled = *end;
+        loop {
+            let Some((size, after)) = blocks.split_first_chunk::<4>() else {
+                return truncated();
+            };
+            let size = u32::from_le_bytes(*size);
+            if size == 0 {
+                *end = filled;
+                return Direct::Done(Ok(()));
+            }
+            let len = (size & 0x7FFF_FFFF) as usize;
+            if len > block_max {
+                return Direct::Done(Err(failed("lz4", "block larger than the frame allows")));
+            }
+            let Some(block) = after.get(..len) else {
+                return truncated();
+            };
+            blocks = &after[len..];
+            // Room for a whole block, or up to the limit plus one byte that tells "over the
+            // limit" from "exactly at it".
+            let stop = filled
+                .saturating_add(block_max)
+                .min(ceiling.saturating_add(1));
+            if out.len() < stop {
+                super::reserve_within(out, stop - out.len(), ceiling.saturating_add(1));
+                out.resize(stop, 0);
+            }
+            let n = if size & 0x8000_0000 != 0 {
+                if len > stop - filled {
+                    return Direct::Done(Err(RecordError::DecompressedTooLarge { limit }));
+                }
+                out[filled..filled + len].copy_from_slice(block);
+                len
+            } else {
+                match lz4_flex::block::decompress_into(block, &mut out[filled..stop]) {
+                    Ok(n) => n,
+                    Err(lz4_flex::block::DecompressError::OutputTooSmall { .. })
+                        if stop <= ceiling =>
+                    {
+                        return Direct::Done(Err(failed(
+                            "lz4",
+                            "block decodes to more than the frame allows",
+                        )))
+                    }
+                    Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) => {
+                        return Direct::Done(Err(RecordError::DecompressedTooLarge { limit }))
+                    }
+                    Err(e) => return Direct::Done(Err(failed("lz4", e))),
+                }
+            };
+            filled += n;
+            if filled > ceiling {
+                return Direct::Done(Err(RecordError::DecompressedTooLarge { limit }));
+            }
+        }
     }
 
     #[cfg(not(feature = "lz4"))]
@@ -2647,6 +2762,87 @@ mod tests {
         let recs = sample_records();
         let z = lz4(&encode_records(&recs));
         assert_sample(&compressed_batch(Compression::Lz4, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "lz4")]
+    fn lz4_with(data: &[u8], info: lz4_flex::frame::FrameInfo) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Kafka's frames take the direct path, every other kind the general decoder: both
+    /// give the same bytes and the same limit errors, and a Kafka-style frame cut short
+    /// anywhere is an error (never a panic).
+    #[cfg(feature = "lz4")]
+    #[test]
+    fn lz4_frames_of_every_kind_decode_alike_within_the_limit() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameInfo};
+        let mut text = Vec::new();
+        for i in 0..40_000u32 {
+            text.extend_from_slice(format!("record {} value {}; ", i, i % 97).as_bytes());
+        }
+        // Incompressible bytes become uncompressed blocks.
+        let mut x = 0x9E37_79B9u32;
+        let noise: Vec<u8> = (0..300_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        let infos = [
+            FrameInfo::new(),
+            FrameInfo::new().block_size(BlockSize::Max256KB),
+            FrameInfo::new().block_size(BlockSize::Max4MB),
+            FrameInfo::new().content_size(Some(text.len() as u64)),
+            FrameInfo::new().block_mode(BlockMode::Linked),
+            FrameInfo::new().block_checksums(true),
+            FrameInfo::new().content_checksum(true),
+        ];
+        for (k, info) in infos.iter().enumerate() {
+            for data in [&text[..], &noise[..], &text[..10], &[][..]] {
+                let content_size = if info.content_size.is_some() {
+                    Some(data.len() as u64)
+                } else {
+                    None
+                };
+                let z = lz4_with(data, info.clone().content_size(content_size));
+                let mut out = vec![0xEE; 1000];
+                let mut filled = 3;
+                decompress_into(Compression::Lz4, &z, &mut out, &mut filled, data.len()).unwrap();
+                assert_eq!(&out[3..filled], data, "frame kind {k}");
+                if !data.is_empty() {
+                    let mut out = Vec::new();
+                    assert_eq!(
+                        decompress(Compression::Lz4, &z, &mut out, data.len() - 1),
+                        Err(RecordError::DecompressedTooLarge {
+                            limit: data.len() - 1
+                        }),
+                        "frame kind {k}"
+                    );
+                    assert!(out.is_empty());
+                }
+                // As in the Java client, one frame is read and what follows is ignored.
+                let two = [z.clone(), z.clone()].concat();
+                let mut out = Vec::new();
+                decompress(Compression::Lz4, &two, &mut out, data.len()).unwrap();
+                assert_eq!(out, data, "frame kind {k}");
+                // Cut short anywhere, a Kafka-style frame is an error. (The general
+                // decoder, lz4_flex, takes a frame cut at a block boundary for a whole
+                // one; the batch's record count then catches it.)
+                for cut in (1..z.len()).step_by(z.len() / 200 + 1).chain([z.len() - 1]) {
+                    if data.is_empty() || k >= 4 {
+                        break;
+                    }
+                    let mut out = Vec::new();
+                    let r = decompress(Compression::Lz4, &z[..cut], &mut out, MIB);
+                    assert!(r.is_err(), "frame kind {k} cut at {cut} of {}", z.len());
+                }
+            }
+        }
     }
 
     #[cfg(feature = "lz4")]
