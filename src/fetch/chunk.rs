@@ -353,7 +353,11 @@ pub(crate) fn build_chunk(
                         .min((MAX_INFLATED - inflated_len) as u128)
                         as usize;
                     let spare = inflated.capacity() - inflated_len;
-                    if expected > spare && charge.try_grow(expected - spare) {
+                    // While the buffer moves, its old allocation is held too.
+                    if expected > spare
+                        && budget.room() >= expected - spare + inflated.capacity()
+                        && charge.try_grow(expected - spare)
+                    {
                         let cap0 = inflated.capacity();
                         inflated.truncate(inflated_len);
                         inflated.reserve_exact(expected);

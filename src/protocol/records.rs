@@ -37,7 +37,8 @@
 //! 5. Decompression never trusts a size field: output is produced in bounded steps and stops
 //!    with [`RecordError::DecompressedTooLarge`] as soon as it would exceed the caller's
 //!    limit. [`decompress`] never grows `out`'s capacity past `start_len + limit + 1` (the
-//!    extra byte tells "exactly at the limit" from "over it"), whatever the codec; on error
+//!    extra byte tells "exactly at the limit" from "over it"), whatever the codec, nor holds
+//!    more than that while a buffer moves (old and new allocation counted); on error
 //!    `out` is left with the length *and capacity* it had on entry. A raw snappy block's
 //!    declared length is checked before allocating, both against the limit and against the
 //!    most the block can expand to (`64 * (block length - 1) / 3`, see `codec::raw_snappy`).
@@ -587,10 +588,14 @@ impl std::iter::FusedIterator for BatchIter<'_> {}
 /// members; zstd accepts concatenated and skippable frames.
 ///
 /// Memory: whatever the codec and the input, this call never grows `out`'s capacity past
-/// `start_len + limit + 1` (`start_len` being `out.len()` on entry); below that, capacity
-/// grows geometrically (by half, at least 64 KiB at a time) so that appending many batches to
-/// one buffer stays linear. On error `out` is left as it was, its capacity included: a
-/// failed call does not keep a buffer it grew alive. Errors carry no offset; locate them
+/// `start_len + limit + 1` (`start_len` being `out.len()` on entry), and while the buffer
+/// moves to a larger allocation the old and the new one together stay within that too.
+/// Below it, capacity grows geometrically (by half, at least 64 KiB at a time) so that
+/// appending many batches to one buffer stays linear; an output that growing by moves
+/// cannot reach, into an empty `out`, is decoded once more into one allocation of the whole
+/// limit, which costs address space but no memory the output does not fill. On error `out`
+/// is left as it was, its capacity included: a failed call does not keep a buffer it grew
+/// alive. Errors carry no offset; locate them
 /// with [`RecordError::in_batch`].
 ///
 /// # Errors
@@ -623,22 +628,26 @@ pub fn decompress_into(
     let start = *filled;
     let capacity = out.capacity();
     let mut end = start;
-    let result = match c {
-        Compression::None => {
-            if input.len() > limit {
+    let result = decode(c, input, out, &mut end, limit);
+    let result = match result {
+        Err(RecordError::DecompressedTooLarge { .. }) if start == 0 && capacity <= limit => {
+            // Growing by moving the buffer holds two allocations at once, which the limit
+            // only allows up to about half of it (see `reserve_within`). With no content to
+            // keep, decode once more into a single allocation of the whole limit, of which
+            // only what the codec writes is ever touched, and give back what it left unused.
+            *out = Vec::new();
+            end = 0;
+            if out.try_reserve_exact(limit.saturating_add(1)).is_err() {
                 Err(RecordError::DecompressedTooLarge { limit })
             } else {
-                out.truncate(start);
-                reserve_within(out, input.len(), start.saturating_add(limit));
-                out.extend_from_slice(input);
-                end = out.len();
-                Ok(())
+                let r = decode(c, input, out, &mut end, limit);
+                if r.is_ok() {
+                    out.shrink_to(out.len());
+                }
+                r
             }
         }
-        Compression::Gzip => codec::gzip(input, out, &mut end, limit),
-        Compression::Snappy => codec::snappy(input, out, &mut end, limit),
-        Compression::Lz4 => codec::lz4(input, out, &mut end, limit),
-        Compression::Zstd => codec::zstd(input, out, &mut end, limit),
+        r => r,
     };
     match result {
         Ok(()) => *filled = end,
@@ -652,6 +661,31 @@ pub fn decompress_into(
     result
 }
 
+/// Appends `input` decoded with `c` to `out[..*end]`, as [`decompress_into`] describes.
+fn decode(
+    c: Compression,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    end: &mut usize,
+    limit: usize,
+) -> Result<(), RecordError> {
+    match c {
+        Compression::None => {
+            out.truncate(*end);
+            if input.len() > limit || !reserve_within(out, input.len(), end.saturating_add(limit)) {
+                return Err(RecordError::DecompressedTooLarge { limit });
+            }
+            out.extend_from_slice(input);
+            *end = out.len();
+            Ok(())
+        }
+        Compression::Gzip => codec::gzip(input, out, end, limit),
+        Compression::Snappy => codec::snappy(input, out, end, limit),
+        Compression::Lz4 => codec::lz4(input, out, end, limit),
+        Compression::Zstd => codec::zstd(input, out, end, limit),
+    }
+}
+
 /// The smallest step by which decompression grows its output buffer, and the most it
 /// zero-fills ahead of a codec's reads.
 const GROW_STEP: usize = 64 * 1024;
@@ -663,21 +697,37 @@ const MIN_FILL_STEP: usize = 4 * 1024;
 /// write whole blocks straight into the output.
 const FILL_STEP_MAX: usize = 256 * 1024;
 
-/// Makes room in `out` for `additional` more bytes without letting its capacity pass
-/// `ceiling` (which must be at least `out.len() + additional`). Below the ceiling capacity
-/// grows by half (at least [`GROW_STEP`]), so appending to one buffer copies each byte a
-/// bounded number of times; `Vec`'s own doubling would ignore the ceiling.
-fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) {
+/// Makes room in `out` for `additional` more bytes without letting its memory pass
+/// `ceiling` (which must be at least `out.len() + additional`), and returns whether it could
+/// (when not, `out` still grows as far as the ceiling lets it).
+/// Below the ceiling capacity grows by half (at least [`GROW_STEP`]), so appending to one
+/// buffer copies each byte a bounded number of times; `Vec`'s own doubling would ignore the
+/// ceiling. A buffer that moves is allocated twice while its bytes are copied, so the old
+/// allocation (beyond its first [`GROW_STEP`]) and the new one together stay within the
+/// ceiling: growing by moves cannot reach much past half of it ([`decompress_into`] then
+/// decodes once more into one allocation).
+#[must_use]
+fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) -> bool {
     let needed = out.len().saturating_add(additional);
-    if needed <= out.capacity() {
-        return;
-    }
     let cap = out.capacity();
+    if needed <= cap {
+        return true;
+    }
+    // The first GROW_STEP of the old allocation is left out: moving a small buffer costs
+    // nothing worth counting, and callers allow that much slack anyway.
+    let most = ceiling.saturating_sub(cap.saturating_sub(GROW_STEP));
+    if needed > most {
+        if most > cap {
+            out.reserve_exact(most - out.len());
+        }
+        return false;
+    }
     let target = cap
         .saturating_add((cap / 2).max(GROW_STEP))
-        .min(ceiling)
+        .min(most)
         .max(needed);
     out.reserve_exact(target - out.len());
+    true
 }
 
 /// The codecs, each behind its cargo feature.
@@ -727,10 +777,16 @@ mod codec {
                 if filled >= ceiling {
                     return Err(RecordError::DecompressedTooLarge { limit });
                 }
-                let room = (ceiling - filled).min(step);
+                let mut room = (ceiling - filled).min(step);
                 step = step.saturating_mul(2).min(super::FILL_STEP_MAX);
                 out.truncate(filled);
-                reserve_within(out, room, ceiling);
+                if !reserve_within(out, room, ceiling) {
+                    // The buffer may not move: read into what its allocation holds.
+                    room = room.min(out.capacity() - filled);
+                    if room == 0 {
+                        return Err(RecordError::DecompressedTooLarge { limit });
+                    }
+                }
                 out.resize(filled + room, 0);
             }
             let stop = out.len().min(ceiling);
@@ -901,7 +957,9 @@ mod codec {
             return Err(RecordError::DecompressedTooLarge { limit });
         }
         let start = out.len();
-        reserve_within(out, n, start.saturating_add(budget));
+        if !reserve_within(out, n, start.saturating_add(budget)) {
+            return Err(RecordError::DecompressedTooLarge { limit });
+        }
         out.resize(start + n, 0);
         match snap::raw::Decoder::new().decompress(block, &mut out[start..]) {
             Ok(written) => {
@@ -1004,13 +1062,18 @@ mod codec {
             blocks = &after[len..];
             // Room for a whole block, or up to the limit plus one byte that tells "over the
             // limit" from "exactly at it".
-            let stop = filled
+            let mut stop = filled
                 .saturating_add(block_max)
                 .min(ceiling.saturating_add(1));
             if out.len() < stop {
-                super::reserve_within(out, stop - out.len(), ceiling.saturating_add(1));
+                if !super::reserve_within(out, stop - out.len(), ceiling.saturating_add(1)) {
+                    // The buffer may not move: decode into what its allocation holds.
+                    stop = out.capacity().max(out.len()).min(stop);
+                }
                 out.resize(stop, 0);
             }
+            // Whether any block the frame allows fits (else "too small" means "too large").
+            let whole_block = stop >= filled.saturating_add(block_max);
             let n = if size & 0x8000_0000 != 0 {
                 if len > stop - filled {
                     return Direct::Done(Err(RecordError::DecompressedTooLarge { limit }));
@@ -1021,7 +1084,7 @@ mod codec {
                 match lz4_flex::block::decompress_into(block, &mut out[filled..stop]) {
                     Ok(n) => n,
                     Err(lz4_flex::block::DecompressError::OutputTooSmall { .. })
-                        if stop <= ceiling =>
+                        if whole_block && stop <= ceiling =>
                     {
                         return Direct::Done(Err(failed(
                             "lz4",
@@ -2810,7 +2873,10 @@ mod tests {
                     None
                 };
                 let z = lz4_with(data, info.clone().content_size(content_size));
+                // Room reserved up front: growing would move the buffer, which a limit of
+                // exactly the output does not leave room for.
                 let mut out = vec![0xEE; 1000];
+                out.reserve(data.len());
                 let mut filled = 3;
                 decompress_into(Compression::Lz4, &z, &mut out, &mut filled, data.len()).unwrap();
                 assert_eq!(&out[3..filled], data, "frame kind {k}");
@@ -3073,13 +3139,22 @@ mod tests {
         let limit = MIB + 12_345;
         let data = compressible(limit);
         let blob = z(&data);
+        // A full buffer moves as it grows, holding its old allocation meanwhile: the limit
+        // has to leave room for that too.
+        let mut full = vec![7u8; 3 * MIB];
+        assert_eq!(
+            decompress(c, &blob, &mut full, limit),
+            Err(RecordError::DecompressedTooLarge { limit }),
+            "{name}: moving 3 MiB within a limit of 1 MiB"
+        );
+        assert_eq!((full.len(), full.capacity()), (3 * MIB, 3 * MIB), "{name}");
         for start_len in [0, 3 * MIB] {
             let mut out = vec![7u8; start_len];
-            decompress(c, &blob, &mut out, limit).unwrap();
+            decompress(c, &blob, &mut out, limit + start_len).unwrap();
             assert_eq!(out.len(), start_len + limit, "{name}");
             assert!(out[start_len..] == data[..], "{name}");
             assert!(
-                out.capacity() <= start_len + limit + SLACK,
+                out.capacity() <= start_len + limit + SLACK + 1,
                 "{name}: capacity {} for {start_len} + {limit}",
                 out.capacity()
             );
@@ -3153,7 +3228,12 @@ mod tests {
     fn uncompressed_copy_capacity_is_bounded_by_the_limit() {
         let mut out = vec![7u8; 3 * MIB];
         let input = vec![1u8; MIB + 5];
-        decompress(Compression::None, &input, &mut out, MIB + 5).unwrap();
+        // Growing moves the 3 MiB, which the limit must leave room for.
+        assert_eq!(
+            decompress(Compression::None, &input, &mut out, MIB + 5),
+            Err(RecordError::DecompressedTooLarge { limit: MIB + 5 })
+        );
+        decompress(Compression::None, &input, &mut out, 4 * MIB + 5).unwrap();
         assert_eq!(out.len(), 4 * MIB + 5);
         assert!(out.capacity() <= 4 * MIB + 5 + SLACK, "{}", out.capacity());
     }
