@@ -45,6 +45,9 @@ pub(crate) enum Interest {
     Lookup(u64),
     /// A `partitions_for` caller, by id.
     Waiter(u64),
+    /// The group member: the topics it (or, as the leader, its group) subscribes to.
+    #[allow(dead_code)] // the member is being wired in
+    Group,
 }
 
 /// A broker's address.
@@ -72,6 +75,9 @@ enum TopicState {
 struct TopicMeta {
     id: Uuid,
     state: TopicState,
+    /// An internal topic (`__consumer_offsets`, `__transaction_state`).
+    #[allow(dead_code)] // read by topic_names
+    internal: bool,
 }
 
 /// Where a partition's leader is, as far as the metadata says.
@@ -125,6 +131,8 @@ pub(crate) struct Cluster {
     topics: HashMap<Arc<str>, TopicMeta>,
     names: HashMap<Uuid, Arc<str>>,
     interest: BTreeMap<Interest, BTreeSet<Arc<str>>>,
+    /// Every topic of the cluster is wanted (a pattern subscription matches against them).
+    all_topics: bool,
     /// A refresh was asked for (or topics are missing).
     needed: bool,
     last_update: Option<Instant>,
@@ -151,6 +159,7 @@ impl Cluster {
             topics: HashMap::new(),
             names: HashMap::new(),
             interest: BTreeMap::new(),
+            all_topics: false,
             needed: true,
             last_update: None,
             last_sent: None,
@@ -209,7 +218,39 @@ impl Cluster {
         self.names.get(id)
     }
 
+    /// The number of partitions of `topic`, if the metadata describes it.
+    #[allow(dead_code)] // for the group member, being wired in
+    pub fn partition_count(&self, topic: &str) -> Option<i32> {
+        match &self.topics.get(topic)?.state {
+            TopicState::Known(parts) => i32::try_from(parts.len()).ok(),
+            TopicState::Failed(_) => None,
+        }
+    }
+
+    /// The topics the metadata describes, internal ones left out, sorted by name.
+    #[allow(dead_code)] // for the group member, being wired in
+    pub fn topic_names(&self) -> Vec<Arc<str>> {
+        let mut v: Vec<Arc<str>> = self
+            .topics
+            .iter()
+            .filter(|(_, t)| !t.internal && matches!(t.state, TopicState::Known(_)))
+            .map(|(name, _)| Arc::clone(name))
+            .collect();
+        v.sort();
+        v
+    }
+
     // ----- what the other components ask for -------------------------------------------
+
+    /// Asks for (or stops asking for) every topic of the cluster on each refresh; a change
+    /// to asking triggers a refresh.
+    #[allow(dead_code)] // for the group member, being wired in
+    pub fn set_all_topics(&mut self, all: bool) {
+        if all && !self.all_topics {
+            self.needed = true;
+        }
+        self.all_topics = all;
+    }
 
     /// Replaces the topics one interest needs; a topic not yet known triggers a refresh.
     pub fn set_interest<I: IntoIterator<Item = Arc<str>>>(&mut self, who: Interest, topics: I) {
@@ -285,7 +326,11 @@ impl Cluster {
             return None;
         };
         let topics: BTreeSet<Arc<str>> = self.interest.values().flatten().cloned().collect();
-        let mut req = MetadataRequest::for_topics(topics.iter().map(|t| t.to_string()));
+        let mut req = if self.all_topics {
+            MetadataRequest::all_topics()
+        } else {
+            MetadataRequest::for_topics(topics.iter().map(|t| t.to_string()))
+        };
         req.allow_auto_topic_creation = false;
         let id = self.next_id;
         self.next_id += 1;
@@ -501,14 +546,16 @@ impl Cluster {
                 TopicMeta {
                     id: t.topic_id,
                     state,
+                    internal: t.is_internal,
                 },
             );
         }
         // Forget topics nobody is interested in any more.
         let wanted: BTreeSet<&Arc<str>> = self.interest.values().flatten().collect();
         let names = &mut self.names;
+        let all = self.all_topics;
         self.topics.retain(|name, meta| {
-            let keep = wanted.contains(name);
+            let keep = all || wanted.contains(name);
             if !keep {
                 names.remove(&meta.id);
             }

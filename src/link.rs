@@ -65,8 +65,13 @@ pub(crate) enum Lane {
     Fetch,
     /// Metadata, offset lookups and resets, coordinator discovery.
     Control,
-    /// Requests to the group coordinator (commits, offset fetches, heartbeats).
+    /// Requests to the group coordinator (commits, offset fetches, heartbeats, leaving).
     Group,
+    /// JoinGroup and SyncGroup, which the coordinator may hold for up to the rebalance
+    /// timeout: on a socket of their own, so that commits and heartbeats never wait
+    /// behind them (a broker answers one request per connection at a time).
+    #[allow(dead_code)] // for the group member, being wired in
+    Join,
 }
 
 /// A peer and a lane: one socket.
@@ -92,6 +97,7 @@ impl std::fmt::Display for Route {
             Lane::Fetch => "fetch",
             Lane::Control => "control",
             Lane::Group => "group",
+            Lane::Join => "join",
         };
         write!(f, "{} ({lane} link)", self.peer)
     }
@@ -105,6 +111,9 @@ pub(crate) enum Owner {
     Lookups,
     Coordinator,
     Commits,
+    /// The group member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
+    #[allow(dead_code)] // being wired in
+    Member,
 }
 
 /// Names one request: its owner, and an id the owner chose.

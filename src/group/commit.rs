@@ -165,6 +165,13 @@ impl Commits {
         }
     }
 
+    /// Who later commits speak for: the member's generation (or epoch) and ids, or an
+    /// outsider's. Commits not yet sent go out with it.
+    #[allow(dead_code)] // for the group member, being wired in
+    pub fn set_identity(&mut self, identity: Identity) {
+        self.identity = identity;
+    }
+
     /// Queues commit `id` of `offsets`, due by `deadline`.
     pub fn commit(
         &mut self,

@@ -6,3 +6,4 @@
 pub mod assignor;
 pub mod commit;
 pub mod coordinator;
+pub mod member;

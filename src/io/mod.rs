@@ -434,7 +434,7 @@ impl IoLoop {
     fn link_failed(&mut self, route: Route, why: &str, now: Instant) {
         let Peer::Node(node) = route.peer else { return };
         match (route.lane, &mut self.group) {
-            (Lane::Group, Some(g)) => g.coordinator.link_failed(node, why, now),
+            (Lane::Group | Lane::Join, Some(g)) => g.coordinator.link_failed(node, why, now),
             (Lane::Fetch, _) => self.fetcher.replica_unreachable(node),
             _ => {}
         }
@@ -545,6 +545,8 @@ impl IoLoop {
                     );
                 }
             }
+            // Until the member is wired in, nothing sends as it.
+            Owner::Member => {}
             Owner::Commits => {
                 if let Some(g) = &mut self.group {
                     g.commits.handle_response(
@@ -570,6 +572,7 @@ impl IoLoop {
                     g.coordinator.handle_failure(tag.id, failure, now);
                 }
             }
+            Owner::Member => {}
             Owner::Commits => {
                 if let Some(g) = &mut self.group {
                     g.commits

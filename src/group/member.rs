@@ -1,0 +1,183 @@
+//! What a group member (the classic protocol's, and later KIP-848's) and the rest of the
+//! consumer exchange: the subscription it gets, and the events it gives back. Sans-IO.
+//!
+//! The member runs on the I/O thread but never changes what is fetched itself: every
+//! change of the assignment goes to the user thread as a [`MemberEvent::Callback`], where
+//! the consumer updates its partitions (and so the fetcher's), runs the application's
+//! `RebalanceListener`, and answers with the event's [`CallbackToken`]. The member does not
+//! move on (rejoin, acknowledge, leave) before that answer.
+//!
+//! Invariants:
+//! 1. At most one callback is outstanding at a time; the next one is emitted only after
+//!    the previous token came back.
+//! 2. `owned` of each callback is exactly the member's assignment once the callback
+//!    returned: the user thread makes it the fetched set.
+
+// The I/O loop and the members that use all of this are being wired in.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::error::Error;
+use crate::group::commit::Identity;
+use crate::types::TopicPartition;
+
+/// Names one rebalance callback the member waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct CallbackToken(pub u64);
+
+/// Which `RebalanceListener` method a callback runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallbackKind {
+    /// The partitions are given up while the member is still a valid member: the
+    /// application may commit their offsets first (auto-commit does).
+    Revoked,
+    /// The partitions were added to the assignment (called after every completed
+    /// rebalance, possibly with none).
+    Assigned,
+    /// The partitions were lost: the member is no longer (reliably) in the group, someone
+    /// else may own them already, and committing them would fail.
+    Lost,
+}
+
+impl fmt::Display for CallbackKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CallbackKind::Revoked => "on_partitions_revoked",
+            CallbackKind::Assigned => "on_partitions_assigned",
+            CallbackKind::Lost => "on_partitions_lost",
+        })
+    }
+}
+
+/// What the member has to tell the rest of the consumer.
+#[derive(Debug)]
+pub(crate) enum MemberEvent {
+    /// Run `kind` on the user thread for `partitions`, make `owned` the assignment, and
+    /// answer with `token`.
+    Callback {
+        token: CallbackToken,
+        kind: CallbackKind,
+        partitions: Vec<TopicPartition>,
+        owned: Vec<TopicPartition>,
+    },
+    /// Who commits speak for changed (joined, new generation, reset, left).
+    Identity(Identity),
+    /// A problem the application should hear about from `poll`. `fatal`: the member has
+    /// stopped and will not rejoin (a setting the broker rejects, no authorization, ...).
+    Error { error: Error, fatal: bool },
+    /// A leave asked for with `leave` is done (its LeaveGroup answered, failed, or not
+    /// needed).
+    Left,
+}
+
+/// What the member subscribes to.
+#[derive(Debug, Clone)]
+pub(crate) enum Subscription {
+    /// These topics (never empty).
+    Topics(BTreeSet<String>),
+    /// Every topic whose whole name matches the pattern, internal topics left out.
+    Pattern(TopicPattern),
+}
+
+impl Subscription {
+    /// The subscribed topics among `known` (every known topic name of the cluster).
+    pub fn topics<'a>(&self, known: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+        match self {
+            Subscription::Topics(t) => t.clone(),
+            Subscription::Pattern(p) => known
+                .into_iter()
+                .filter(|t| p.matches(t))
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+}
+
+/// A topic pattern matched against whole topic names, as the Java client's
+/// `Pattern.matcher(topic).matches()` does.
+#[derive(Clone)]
+pub(crate) struct TopicPattern {
+    source: String,
+    #[cfg(feature = "regex")]
+    regex: regex_lite::Regex,
+}
+
+impl TopicPattern {
+    /// Compiles `pattern`.
+    ///
+    /// # Errors
+    /// A config error naming the pattern when it is not a valid regular expression (or
+    /// the `regex` feature is off).
+    pub fn new(pattern: &str) -> Result<TopicPattern, Error> {
+        #[cfg(feature = "regex")]
+        {
+            let anchored = format!("^(?:{pattern})$");
+            regex_lite::Regex::new(&anchored)
+                .map(|regex| TopicPattern {
+                    source: pattern.to_owned(),
+                    regex,
+                })
+                .map_err(|e| {
+                    Error::config(format!("invalid topic pattern {pattern:?}: {e}"))
+                })
+        }
+        #[cfg(not(feature = "regex"))]
+        {
+            Err(Error::config(format!(
+                "topic pattern {pattern:?}: subscribing by pattern needs the `regex` feature"
+            )))
+        }
+    }
+
+    /// The pattern as given.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the whole of `topic` matches.
+    pub fn matches(&self, topic: &str) -> bool {
+        #[cfg(feature = "regex")]
+        {
+            self.regex.is_match(topic)
+        }
+        #[cfg(not(feature = "regex"))]
+        {
+            let _ = topic;
+            false
+        }
+    }
+}
+
+impl fmt::Debug for TopicPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TopicPattern({:?})", self.source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(feature = "regex")]
+    #[test]
+    fn a_pattern_matches_whole_names_only() {
+        let p = TopicPattern::new("orders-.*").unwrap();
+        assert!(p.matches("orders-eu"));
+        assert!(!p.matches("old-orders-eu"));
+        let p = TopicPattern::new("a|b").unwrap();
+        assert!(p.matches("a") && p.matches("b") && !p.matches("ab"));
+        let sub = Subscription::Pattern(TopicPattern::new("t[0-9]").unwrap());
+        let got = sub.topics(["t1", "t22", "x", "t3"]);
+        assert_eq!(got.into_iter().collect::<Vec<_>>(), ["t1", "t3"]);
+    }
+
+    #[cfg(feature = "regex")]
+    #[test]
+    fn an_invalid_pattern_is_a_config_error_naming_it() {
+        let e = TopicPattern::new("orders-(").unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Config);
+        assert!(e.to_string().contains("orders-("), "{e}");
+    }
+}
