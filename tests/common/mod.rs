@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod fake;
+pub mod java_member;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -92,8 +93,9 @@ fn java_classes() -> &'static PathBuf {
                 .arg(format!("{}/*", libs()))
                 .arg(root().join("scripts/java/TestProducer.java"))
                 .arg(root().join("scripts/java/TestAdmin.java"))
-                .arg(root().join("scripts/java/AssignorCheck.java")),
-            "compiling scripts/java/TestProducer.java, TestAdmin.java and AssignorCheck.java",
+                .arg(root().join("scripts/java/AssignorCheck.java"))
+                .arg(root().join("scripts/java/GroupMember.java")),
+            "compiling scripts/java/TestProducer.java, TestAdmin.java, AssignorCheck.java and GroupMember.java",
         );
         dir
     })

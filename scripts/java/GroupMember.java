@@ -1,0 +1,303 @@
+// A Java KafkaConsumer as a member of a consumer group, for the kafka-consumer group and
+// interop tests (tests/common/java_member.rs drives it). It subscribes with a rebalance
+// listener and reports every event on stdout, one line each, flushed at once.
+//
+// Java 17 single-file source program (the tests compile it with javac):
+//
+//   LIBS=$(scripts/broker.sh libs | tail -n1)
+//   java -Dlog4j2.configurationFile=scripts/kafka/log4j2-tools.properties \
+//        -cp "$LIBS/*" scripts/java/GroupMember.java --bootstrap 127.0.0.1:19092 --group G --topics T
+//
+// Options:
+//   --bootstrap HOST:PORT --group G --topics T1,T2      (required)
+//   --protocol classic|consumer        group.protocol (default classic)
+//   --assignor range|roundrobin|sticky|cooperative-sticky
+//                                      classic: partition.assignment.strategy (default: the
+//                                      Java client's default)
+//   --remote-assignor uniform|range    consumer protocol: group.remote.assignor
+//   --instance-id ID                   group.instance.id (static membership)
+//   --session-timeout-ms N             classic: session.timeout.ms
+//   --heartbeat-ms N                   classic: heartbeat.interval.ms
+//   --max-poll-interval-ms N           max.poll.interval.ms
+//   --commit revoke|none               revoke (default): commitSync of the consumed offsets of
+//                                      the revoked partitions in onPartitionsRevoked
+//   --auto-offset-reset earliest|latest|none   (default: the Java client's, latest)
+//
+// Output lines (partitions as TOPIC-PARTITION, sorted by topic then partition, comma
+// separated, "-" for none; GEN is groupMetadata().generationId() at the callback: the
+// generation (classic) or member epoch (consumer protocol)):
+//   ready                              the consumer is created and subscribed
+//   assigned GEN PARTS                 onPartitionsAssigned (printed on entry: owned from now)
+//   revoked GEN PARTS                  onPartitionsRevoked (printed last, after the commit:
+//                                      no longer owned from now)
+//   lost GEN PARTS                     onPartitionsLost
+//   record TOPIC PARTITION OFFSET VALUE   every record polled; VALUE is the UTF-8 value, the
+//                                      field is missing for a null value
+//   committed TOPIC-PARTITION=OFFSET,...  after each successful commitSync ("committed -" for
+//                                      a `commit` command with nothing consumed)
+//   left                               closed cleanly (left the group); exits 0
+//   error MESSAGE                      anything failed; exits 1 (stack trace on stderr)
+//
+// Commands on stdin, one per line:
+//   pause-poll MS   do not call poll for MS milliseconds (to exceed max.poll.interval.ms)
+//   commit          commitSync of the consumed offsets of the owned partitions
+//   close           close the consumer (leaves the group), print "left", exit 0
+//   EOF             as close
+//
+// Offsets committed are the last polled record's offset + 1 per partition, only for
+// partitions that returned records since they were (last) assigned.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.LinkedBlockingQueue;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+public class GroupMember {
+    static final Map<String, String> opts = new HashMap<>();
+    static final Comparator<TopicPartition> ORDER =
+            Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition);
+
+    static KafkaConsumer<byte[], byte[]> consumer;
+    /** Next offset to commit per partition: the last record polled + 1. */
+    static final Map<TopicPartition, Long> consumed = new HashMap<>();
+    static boolean commitOnRevoke = true;
+    /** The first exception a listener callback threw (the client may swallow it in close). */
+    static Throwable listenerError;
+
+    public static void main(String[] args) {
+        try {
+            quietLogging();
+            for (int k = 0; k < args.length; k += 2) {
+                if (k + 1 >= args.length) throw new IllegalArgumentException("missing value for " + args[k]);
+                opts.put(args[k], args[k + 1]);
+            }
+            run();
+            System.exit(0);
+        } catch (Throwable t) {
+            String msg = String.valueOf(t);
+            for (Throwable c = t.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+                msg += " / caused by " + c;
+            }
+            out("error " + msg.replace('\n', ' ').replace('\r', ' '));
+            t.printStackTrace(System.err);
+            System.exit(1);
+        }
+    }
+
+    static synchronized void out(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    static String opt(String name) {
+        String v = opts.get(name);
+        if (v == null) throw new IllegalArgumentException(name + " is required");
+        return v;
+    }
+
+    /** Sets the log4j2 root level to WARN unless a config file was given. */
+    static void quietLogging() {
+        if (System.getProperty("log4j2.configurationFile") != null) {
+            return;
+        }
+        try {
+            Class<?> configurator = Class.forName("org.apache.logging.log4j.core.config.Configurator");
+            Class<?> level = Class.forName("org.apache.logging.log4j.Level");
+            Object warn = level.getField("WARN").get(null);
+            configurator.getMethod("setRootLevel", level).invoke(null, warn);
+        } catch (Throwable ignored) {
+            // log4j2 not on the class path: nothing to do.
+        }
+    }
+
+    static Properties config() {
+        List<String> known = Arrays.asList("--bootstrap", "--group", "--topics", "--protocol", "--assignor",
+                "--remote-assignor", "--instance-id", "--session-timeout-ms", "--heartbeat-ms",
+                "--max-poll-interval-ms", "--commit", "--auto-offset-reset");
+        for (String k : opts.keySet()) {
+            if (!known.contains(k)) throw new IllegalArgumentException("unknown option " + k);
+        }
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, opt("--bootstrap"));
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, opt("--group"));
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "group-member-" + ProcessHandle.current().pid());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, opts.getOrDefault("--protocol", "classic"));
+        String assignor = opts.get("--assignor");
+        if (assignor != null) {
+            String cls;
+            switch (assignor) {
+                case "range": cls = "org.apache.kafka.clients.consumer.RangeAssignor"; break;
+                case "roundrobin": cls = "org.apache.kafka.clients.consumer.RoundRobinAssignor"; break;
+                case "sticky": cls = "org.apache.kafka.clients.consumer.StickyAssignor"; break;
+                case "cooperative-sticky": cls = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"; break;
+                default: throw new IllegalArgumentException("unknown --assignor " + assignor);
+            }
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, cls);
+        }
+        putIf(p, "--remote-assignor", ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG);
+        putIf(p, "--instance-id", ConsumerConfig.GROUP_INSTANCE_ID_CONFIG);
+        putIf(p, "--session-timeout-ms", ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG);
+        putIf(p, "--heartbeat-ms", ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG);
+        putIf(p, "--max-poll-interval-ms", ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG);
+        putIf(p, "--auto-offset-reset", ConsumerConfig.AUTO_OFFSET_RESET_CONFIG);
+        String commit = opts.getOrDefault("--commit", "revoke");
+        if (!commit.equals("revoke") && !commit.equals("none")) {
+            throw new IllegalArgumentException("--commit must be revoke or none");
+        }
+        commitOnRevoke = commit.equals("revoke");
+        return p;
+    }
+
+    static void putIf(Properties p, String option, String key) {
+        String v = opts.get(option);
+        if (v != null) p.put(key, v);
+    }
+
+    static String parts(Collection<TopicPartition> tps) {
+        if (tps.isEmpty()) return "-";
+        List<TopicPartition> sorted = new ArrayList<>(tps);
+        sorted.sort(ORDER);
+        StringBuilder sb = new StringBuilder();
+        for (TopicPartition tp : sorted) {
+            if (sb.length() > 0) sb.append(',');
+            sb.append(tp.topic()).append('-').append(tp.partition());
+        }
+        return sb.toString();
+    }
+
+    static int generation() {
+        return consumer.groupMetadata().generationId();
+    }
+
+    /** commitSync of these offsets, then prints them. */
+    static void commit(Map<TopicPartition, Long> offsets) {
+        Map<TopicPartition, OffsetAndMetadata> o = new TreeMap<>(ORDER);
+        for (Map.Entry<TopicPartition, Long> e : offsets.entrySet()) {
+            o.put(e.getKey(), new OffsetAndMetadata(e.getValue()));
+        }
+        if (!o.isEmpty()) consumer.commitSync(o, Duration.ofSeconds(30));
+        StringBuilder sb = new StringBuilder();
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : o.entrySet()) {
+            if (sb.length() > 0) sb.append(',');
+            sb.append(e.getKey().topic()).append('-').append(e.getKey().partition())
+                    .append('=').append(e.getValue().offset());
+        }
+        out("committed " + (sb.length() == 0 ? "-" : sb.toString()));
+    }
+
+    static final ConsumerRebalanceListener LISTENER = new ConsumerRebalanceListener() {
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+            guard(() -> out("assigned " + generation() + " " + parts(tps)));
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+            guard(() -> {
+                Map<TopicPartition, Long> offsets = new HashMap<>();
+                for (TopicPartition tp : tps) {
+                    Long o = consumed.remove(tp);
+                    if (o != null) offsets.put(tp, o);
+                }
+                if (commitOnRevoke && !offsets.isEmpty()) commit(offsets);
+                out("revoked " + generation() + " " + parts(tps));
+            });
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> tps) {
+            guard(() -> {
+                for (TopicPartition tp : tps) consumed.remove(tp);
+                out("lost " + generation() + " " + parts(tps));
+            });
+        }
+    };
+
+    static void guard(Runnable r) {
+        try {
+            r.run();
+        } catch (RuntimeException | Error e) {
+            if (listenerError == null) listenerError = e;
+            throw e;
+        }
+    }
+
+    static void checkListener() throws Throwable {
+        if (listenerError != null) throw listenerError;
+    }
+
+    static void run() throws Throwable {
+        Properties p = config();
+        List<String> topics = Arrays.asList(opt("--topics").split(","));
+        LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
+        Thread reader = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = in.readLine()) != null) commands.add(line);
+            } catch (Exception ignored) {
+                // as EOF
+            }
+            commands.add("close");
+        }, "stdin");
+        reader.setDaemon(true);
+
+        consumer = new KafkaConsumer<>(p);
+        consumer.subscribe(topics, LISTENER);
+        out("ready");
+        reader.start();
+        while (true) {
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
+                String line = "record " + r.topic() + " " + r.partition() + " " + r.offset();
+                if (r.value() != null) line += " " + new String(r.value(), StandardCharsets.UTF_8);
+                out(line);
+                consumed.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+            }
+            checkListener();
+            String cmd;
+            while ((cmd = commands.poll()) != null) {
+                String[] w = cmd.trim().split("\\s+");
+                switch (w[0]) {
+                    case "":
+                        break;
+                    case "pause-poll":
+                        if (w.length != 2) throw new IllegalArgumentException("usage: pause-poll MS");
+                        Thread.sleep(Long.parseLong(w[1]));
+                        break;
+                    case "commit":
+                        Map<TopicPartition, Long> offsets = new HashMap<>(consumed);
+                        offsets.keySet().retainAll(consumer.assignment());
+                        commit(offsets);
+                        break;
+                    case "close":
+                        consumer.close();
+                        checkListener();
+                        out("left");
+                        return;
+                    default:
+                        throw new IllegalArgumentException("unknown command: " + cmd);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,625 @@
+//! A Java `KafkaConsumer` as a group member (`scripts/java/GroupMember.java`, see the
+//! comment at its top for the options and the line format): started, then observed
+//! through the events it prints, each kept with the moment it was read.
+//!
+//! Partitions are owned from their `assigned` line until their `revoked` or `lost` line,
+//! or until the process ends (a killed member owns nothing, whatever the broker thinks).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A topic partition: (topic, partition).
+pub type Partition = (String, i32);
+/// The partitions a member owns.
+pub type Owned = BTreeSet<Partition>;
+
+/// One stdout line of the Java member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Ready,
+    Assigned {
+        generation: i32,
+        partitions: Vec<Partition>,
+    },
+    Revoked {
+        generation: i32,
+        partitions: Vec<Partition>,
+    },
+    Lost {
+        generation: i32,
+        partitions: Vec<Partition>,
+    },
+    /// `value` is `None` for a null value.
+    Record {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        value: Option<String>,
+    },
+    /// (topic, partition, offset) per committed partition.
+    Committed {
+        offsets: Vec<(String, i32, i64)>,
+    },
+    Left,
+    /// An `error` line, or a line that does not parse.
+    Error(String),
+}
+
+/// `TOPIC-PARTITION` (topic names may hold `-`).
+fn partition(s: &str) -> Option<Partition> {
+    let (t, p) = s.rsplit_once('-')?;
+    Some((t.to_owned(), p.parse().ok()?))
+}
+
+fn partitions(s: &str) -> Option<Vec<Partition>> {
+    if s == "-" {
+        return Some(Vec::new());
+    }
+    s.split(',').map(partition).collect()
+}
+
+fn join(partitions: &[Partition]) -> String {
+    if partitions.is_empty() {
+        return "-".into();
+    }
+    let v: Vec<String> = partitions.iter().map(|(t, p)| format!("{t}-{p}")).collect();
+    v.join(",")
+}
+
+/// The line it was parsed from (an unparsed line as `error unparsed line: ...`).
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Ready => write!(f, "ready"),
+            Event::Assigned {
+                generation,
+                partitions,
+            } => write!(f, "assigned {generation} {}", join(partitions)),
+            Event::Revoked {
+                generation,
+                partitions,
+            } => write!(f, "revoked {generation} {}", join(partitions)),
+            Event::Lost {
+                generation,
+                partitions,
+            } => write!(f, "lost {generation} {}", join(partitions)),
+            Event::Record {
+                topic,
+                partition,
+                offset,
+                value,
+            } => match value {
+                Some(v) => write!(f, "record {topic} {partition} {offset} {v}"),
+                None => write!(f, "record {topic} {partition} {offset}"),
+            },
+            Event::Committed { offsets } if offsets.is_empty() => write!(f, "committed -"),
+            Event::Committed { offsets } => {
+                let v: Vec<String> = offsets
+                    .iter()
+                    .map(|(t, p, o)| format!("{t}-{p}={o}"))
+                    .collect();
+                write!(f, "committed {}", v.join(","))
+            }
+            Event::Left => write!(f, "left"),
+            Event::Error(m) => write!(f, "error {m}"),
+        }
+    }
+}
+
+impl Event {
+    pub fn parse(line: &str) -> Event {
+        Event::try_parse(line).unwrap_or_else(|| Event::Error(format!("unparsed line: {line}")))
+    }
+
+    fn try_parse(line: &str) -> Option<Event> {
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let owned = |rest: &str| -> Option<(i32, Vec<Partition>)> {
+            let (g, ps) = rest.split_once(' ')?;
+            Some((g.parse().ok()?, partitions(ps)?))
+        };
+        Some(match word {
+            "ready" => Event::Ready,
+            "left" => Event::Left,
+            "error" => Event::Error(rest.to_owned()),
+            "assigned" => {
+                let (generation, partitions) = owned(rest)?;
+                Event::Assigned {
+                    generation,
+                    partitions,
+                }
+            }
+            "revoked" => {
+                let (generation, partitions) = owned(rest)?;
+                Event::Revoked {
+                    generation,
+                    partitions,
+                }
+            }
+            "lost" => {
+                let (generation, partitions) = owned(rest)?;
+                Event::Lost {
+                    generation,
+                    partitions,
+                }
+            }
+            "record" => {
+                let mut f = rest.splitn(4, ' ');
+                let topic = f.next()?.to_owned();
+                let partition = f.next()?.parse().ok()?;
+                let offset = f.next()?.parse().ok()?;
+                let value = f.next().map(str::to_owned);
+                Event::Record {
+                    topic,
+                    partition,
+                    offset,
+                    value,
+                }
+            }
+            "committed" if rest == "-" => Event::Committed {
+                offsets: Vec::new(),
+            },
+            "committed" => Event::Committed {
+                offsets: rest
+                    .split(',')
+                    .map(|e| {
+                        let (tp, o) = e.split_once('=')?;
+                        let (t, p) = partition(tp)?;
+                        Some((t, p, o.parse().ok()?))
+                    })
+                    .collect::<Option<_>>()?,
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// Options of [`JavaMember::start`]; `None` leaves the Java client's default.
+#[derive(Debug, Clone)]
+pub struct JavaMemberOptions {
+    /// Another broker than the shared test broker.
+    pub bootstrap: Option<String>,
+    pub group: String,
+    pub topics: Vec<String>,
+    /// `classic` or `consumer` (KIP-848).
+    pub protocol: String,
+    /// Classic: `range`, `roundrobin`, `sticky` or `cooperative-sticky`.
+    pub assignor: Option<String>,
+    /// Consumer protocol: `uniform` or `range`.
+    pub remote_assignor: Option<String>,
+    pub instance_id: Option<String>,
+    /// Classic only.
+    pub session_timeout_ms: Option<u64>,
+    /// Classic only.
+    pub heartbeat_ms: Option<u64>,
+    pub max_poll_interval_ms: Option<u64>,
+    /// Commit the consumed offsets of revoked partitions in `onPartitionsRevoked`.
+    pub commit_on_revoke: bool,
+    /// `earliest` unless changed (`None`: the Java default, `latest`).
+    pub auto_offset_reset: Option<String>,
+}
+
+impl JavaMemberOptions {
+    /// Classic protocol, Java's default assignor, commit on revoke, `earliest`.
+    pub fn new(group: &str, topics: &[&str]) -> Self {
+        JavaMemberOptions {
+            bootstrap: None,
+            group: group.to_owned(),
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            protocol: "classic".into(),
+            assignor: None,
+            remote_assignor: None,
+            instance_id: None,
+            session_timeout_ms: None,
+            heartbeat_ms: None,
+            max_poll_interval_ms: None,
+            commit_on_revoke: true,
+            auto_offset_reset: Some("earliest".into()),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    events: Vec<(Instant, Event)>,
+    /// When its stdout closed (it exited or was killed).
+    ended: Option<Instant>,
+}
+
+/// The time base of the logs in failure messages: the first member's start, so that all
+/// members' times compare.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// A running `GroupMember.java`; killed on drop.
+pub struct JavaMember {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    log: Arc<Mutex<Log>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// The owned set after these events.
+pub fn owned_after(events: &[(Instant, Event)]) -> Owned {
+    let mut owned = Owned::new();
+    for (_, e) in events {
+        match e {
+            Event::Assigned { partitions, .. } => owned.extend(partitions.iter().cloned()),
+            Event::Revoked { partitions, .. } | Event::Lost { partitions, .. } => {
+                for p in partitions {
+                    owned.remove(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    owned
+}
+
+impl JavaMember {
+    /// Starts the member and waits (90 s) for its `ready` line.
+    pub fn start(opts: &JavaMemberOptions) -> JavaMember {
+        epoch();
+        let mut cmd = super::java("GroupMember");
+        let bootstrap = opts
+            .bootstrap
+            .as_deref()
+            .unwrap_or_else(|| super::bootstrap());
+        cmd.args(["--bootstrap", bootstrap])
+            .args(["--group", &opts.group])
+            .args(["--topics", &opts.topics.join(",")])
+            .args(["--protocol", &opts.protocol])
+            .args([
+                "--commit",
+                if opts.commit_on_revoke {
+                    "revoke"
+                } else {
+                    "none"
+                },
+            ]);
+        let optional = [
+            ("--assignor", opts.assignor.clone()),
+            ("--remote-assignor", opts.remote_assignor.clone()),
+            ("--instance-id", opts.instance_id.clone()),
+            (
+                "--session-timeout-ms",
+                opts.session_timeout_ms.map(|n| n.to_string()),
+            ),
+            ("--heartbeat-ms", opts.heartbeat_ms.map(|n| n.to_string())),
+            (
+                "--max-poll-interval-ms",
+                opts.max_poll_interval_ms.map(|n| n.to_string()),
+            ),
+            ("--auto-offset-reset", opts.auto_offset_reset.clone()),
+        ];
+        for (k, v) in optional {
+            if let Some(v) = v {
+                cmd.args([k, &v]);
+            }
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start java GroupMember: {e}"));
+        let name = format!(
+            "java member {} ({}) of {}",
+            opts.instance_id.as_deref().unwrap_or("-"),
+            child.id(),
+            opts.group
+        );
+        let stdout = child.stdout.take().expect("piped stdout");
+        let log = Arc::new(Mutex::new(Log::default()));
+        let reader = {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    let event = Event::parse(&line);
+                    log.lock().unwrap().events.push((Instant::now(), event));
+                }
+                log.lock().unwrap().ended = Some(Instant::now());
+            })
+        };
+        let m = JavaMember {
+            name,
+            stdin: child.stdin.take(),
+            child,
+            log,
+            reader: Some(reader),
+        };
+        m.wait_for("ready", Duration::from_secs(90), |e| {
+            e.iter().any(|(_, e)| *e == Event::Ready)
+        });
+        m
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything it printed so far, with the moment each line was read.
+    pub fn events(&self) -> Vec<(Instant, Event)> {
+        self.log.lock().unwrap().events.clone()
+    }
+
+    /// When its stdout closed (it exited or was killed), if it did.
+    pub fn ended(&self) -> Option<Instant> {
+        self.log.lock().unwrap().ended
+    }
+
+    /// The partitions it owns now (as its listener said).
+    pub fn owned(&self) -> Owned {
+        owned_after(&self.log.lock().unwrap().events)
+    }
+
+    /// Every record it polled, in order: ((topic, partition), offset, value).
+    pub fn records(&self) -> Vec<(Partition, i64, Option<String>)> {
+        let log = self.log.lock().unwrap();
+        log.events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Event::Record {
+                    topic,
+                    partition,
+                    offset,
+                    value,
+                } => Some(((topic.clone(), *partition), *offset, value.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn record_count(&self) -> usize {
+        let log = self.log.lock().unwrap();
+        log.events
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::Record { .. }))
+            .count()
+    }
+
+    /// Waits until `done` holds for its events. Panics with the log after `limit`, or at
+    /// once if it printed an error or ended first.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut done: impl FnMut(&[(Instant, Event)]) -> bool,
+    ) {
+        let deadline = Instant::now() + limit;
+        loop {
+            {
+                let log = self.log.lock().unwrap();
+                if done(&log.events) {
+                    return;
+                }
+                let failed = log.events.iter().any(|(_, e)| matches!(e, Event::Error(_)));
+                if failed || log.ended.is_some() || Instant::now() >= deadline {
+                    let why = if failed {
+                        "it failed"
+                    } else if log.ended.is_some() {
+                        "it ended"
+                    } else {
+                        "timed out"
+                    };
+                    drop(log);
+                    panic!(
+                        "{}: waiting for {what}: {why}\n{}",
+                        self.name,
+                        self.describe()
+                    );
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits until `done` holds for its owned set; returns that set.
+    pub fn wait_owned(&self, what: &str, limit: Duration, done: impl Fn(&Owned) -> bool) -> Owned {
+        let mut got = Owned::new();
+        self.wait_for(what, limit, |e| {
+            got = owned_after(e);
+            done(&got)
+        });
+        got
+    }
+
+    /// Waits until it has polled at least `n` records.
+    pub fn wait_records(&self, n: usize, limit: Duration) {
+        self.wait_for(&format!("{n} records"), limit, |e| {
+            e.iter()
+                .filter(|(_, e)| matches!(e, Event::Record { .. }))
+                .count()
+                >= n
+        });
+    }
+
+    /// Sends a command line (`pause-poll MS`, `commit`, `close`).
+    pub fn send(&mut self, command: &str) {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .unwrap_or_else(|| panic!("{}: stdin already closed", self.name));
+        if let Err(e) = writeln!(stdin, "{command}").and_then(|_| stdin.flush()) {
+            panic!(
+                "{}: sending `{command}`: {e}\n{}",
+                self.name,
+                self.describe()
+            );
+        }
+    }
+
+    /// Closes it cleanly (it leaves the group): waits (60 s) for it to print `left` and
+    /// exit 0.
+    pub fn close(&mut self) {
+        self.send("close");
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                self.join_reader();
+                panic!(
+                    "{}: did not exit after close\n{}",
+                    self.name,
+                    self.describe()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        self.join_reader();
+        let left = self.events().last().map(|(_, e)| e.clone()) == Some(Event::Left);
+        assert!(
+            status.success() && left,
+            "{}: close ended with {status}, last line not `left`\n{}",
+            self.name,
+            self.describe()
+        );
+    }
+
+    /// SIGKILL (a crash: no leave, no commit).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.join_reader();
+    }
+
+    fn join_reader(&mut self) {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+
+    /// Its log for failure messages: every line but records (counted per partition), with
+    /// the milliseconds since the first member of the test process started.
+    pub fn describe(&self) -> String {
+        let log = self.log.lock().unwrap();
+        let ms = |t: &Instant| t.saturating_duration_since(epoch()).as_millis();
+        let mut s = format!("--- {}\n", self.name);
+        let mut records: BTreeMap<Partition, (usize, i64)> = BTreeMap::new();
+        for (t, e) in &log.events {
+            match e {
+                Event::Record {
+                    topic,
+                    partition,
+                    offset,
+                    ..
+                } => {
+                    let r = records.entry((topic.clone(), *partition)).or_default();
+                    r.0 += 1;
+                    r.1 = *offset;
+                }
+                e => {
+                    let _ = writeln!(s, "{:>7} ms {e}", ms(t));
+                }
+            }
+        }
+        for ((t, p), (n, last)) in records {
+            let _ = writeln!(s, "  records {t}-{p}: {n}, last offset {last}");
+        }
+        if let Some(t) = &log.ended {
+            let _ = writeln!(s, "{:>7} ms (stdout closed)", ms(t));
+        }
+        s
+    }
+}
+
+impl Drop for JavaMember {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn describe_all(members: &[&JavaMember]) -> String {
+    members.iter().map(|m| m.describe()).collect()
+}
+
+/// Waits until `done` holds (it may look at the members). Panics with all their logs after
+/// `limit`, or at once if one printed an error.
+pub fn wait_until(
+    members: &[&JavaMember],
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        let failed = members.iter().any(|m| {
+            m.log
+                .lock()
+                .unwrap()
+                .events
+                .iter()
+                .any(|(_, e)| matches!(e, Event::Error(_)))
+        });
+        if failed || Instant::now() >= deadline {
+            let why = if failed {
+                "a member failed"
+            } else {
+                "timed out"
+            };
+            panic!("waiting for {what}: {why}\n{}", describe_all(members));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Panics if, at any moment of their merged logs, two members owned the same partition
+/// (a member owns nothing once it ended). A member that lost its partitions without
+/// knowing (poll paused too long, session expired) owns them until its `lost` line, so
+/// that window counts as overlap here.
+pub fn assert_no_overlap(members: &[&JavaMember]) {
+    let mut timeline: Vec<(Instant, usize, Option<Event>)> = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let log = m.log.lock().unwrap();
+        timeline.extend(log.events.iter().map(|(t, e)| (*t, i, Some(e.clone()))));
+        timeline.extend(log.ended.map(|t| (t, i, None)));
+    }
+    timeline.sort_by_key(|(t, _, _)| *t);
+    let mut owner: BTreeMap<Partition, usize> = BTreeMap::new();
+    for (t, i, e) in timeline {
+        match e {
+            Some(Event::Assigned { partitions, .. }) => {
+                for p in partitions {
+                    if let Some(j) = owner.insert(p.clone(), i).filter(|&j| j != i) {
+                        panic!(
+                            "{}-{} assigned to {} while {} owned it (at {} ms)\n{}",
+                            p.0,
+                            p.1,
+                            members[i].name,
+                            members[j].name,
+                            t.saturating_duration_since(epoch()).as_millis(),
+                            describe_all(members)
+                        );
+                    }
+                }
+            }
+            Some(Event::Revoked { partitions, .. }) | Some(Event::Lost { partitions, .. }) => {
+                for p in partitions {
+                    if owner.get(&p) == Some(&i) {
+                        owner.remove(&p);
+                    }
+                }
+            }
+            None => owner.retain(|_, j| *j != i),
+            _ => {}
+        }
+    }
+}
