@@ -4,6 +4,7 @@
 //! these parts.
 
 pub mod assignor;
+pub mod classic;
 pub mod commit;
 pub mod coordinator;
 pub mod member;

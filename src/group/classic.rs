@@ -1,0 +1,2025 @@
+//! The classic group protocol's member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), as
+//! the Java consumer's `ConsumerCoordinator` behaves. Sans-IO: the I/O loop drives it with
+//! the clock as a parameter, carries out its [`Transmit`]s and hands back the answers; every
+//! change of the assignment goes to the user thread as a [`MemberEvent::Callback`].
+//!
+//! ```text
+//!                 subscribe
+//!   Unsubscribed ───────────▶ NeedJoin ◀─────────────────────────────────────────────────┐
+//!        ▲                     │    ▲  before its JoinGroup the member gives up:          │
+//!        │ leave()             │    │  eager: Revoked(all owned), cooperative:            │
+//!        │ (from any state     │    │  Revoked(topics no longer subscribed), after a      │
+//!        │  but Fatal)         │    │  reset: Lost(all owned)                             │
+//!        │                     │    │         ┌──────────────┐                            │
+//!        │                     │    └─ token ─┤AwaitCallback │◀── callback needed         │
+//!        │                     │              └──────────────┘                            │
+//!        │                     │ JoinGroup (coordinator known, no callback outstanding,   │
+//!        │                     ▼ backoff over, the user polled since a poll expiry)       │
+//!        │                 AwaitJoin ─── leader, partition counts unknown ──▶ AwaitMetadata
+//!        │                     │ follower, leaderless group,                    │ newer
+//!        │                     │ skip_assignment, or counts known               │ metadata or
+//!        │                     ▼                                                │ request.timeout.ms
+//!        │                 AwaitSync ◀──────────────────────────────────────────┘
+//!        │                     │ the assignment                    errors (backoff), ─────┤
+//!        │                     ▼                                   generation reset,      │
+//!        │               AwaitCallback  cooperative: Revoked(owned − assigned) first,     │
+//!        │                     │        then Assigned(assigned − owned);                  │
+//!        │                     │        eager: Assigned(assigned)                         │
+//!        │                     ▼ token                                                    │
+//!        └────────────────  Stable ── REBALANCE_IN_PROGRESS, subscription or partition ───┘
+//!                                     count changed, the rebalance revoked something
+//!
+//!   any state ── fatal error (a setting the broker rejects, fenced, not authorized) ──▶ Fatal
+//! ```
+//!
+//! A generation reset is UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION (JoinGroup, SyncGroup,
+//! Heartbeat), a session without heartbeat answers for `session.timeout.ms`, or
+//! `max.poll.interval.ms` without a poll (which also sends LeaveGroup, and holds the next
+//! JoinGroup until the application polls again).
+//!
+//! Heartbeats go out on the group lane every `heartbeat.interval.ms` whenever the member
+//! has a valid generation and no JoinGroup is in flight (so in AwaitSync, AwaitMetadata,
+//! AwaitCallback, NeedJoin before its JoinGroup, and Stable), as Java's heartbeat thread
+//! does. JoinGroup and SyncGroup travel on the join lane, which the coordinator may hold
+//! for up to the rebalance timeout.
+//!
+//! Invariants:
+//! 1. At most one JoinGroup or SyncGroup is in flight (join lane), at most one Heartbeat
+//!    and one LeaveGroup (group lane). Only the answer to a request the member still waits
+//!    for (by its id) is applied; answers that predate a rejoin or a leave are dropped, and
+//!    a heartbeat answer for an older generation or member id changes nothing.
+//! 2. At most one callback is outstanding, and nothing moves on (no JoinGroup, no next
+//!    callback, no Stable) before its token comes back; `owned` changes only then.
+//! 3. A JoinGroup goes out only after the callback that prepares it was answered: with the
+//!    eager protocol the member owns nothing when it joins; with the cooperative one it
+//!    still owns only partitions of subscribed topics.
+//! 4. A reset generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, session loss, poll
+//!    interval expiry) turns what the member owns into a Lost callback, never a Revoked
+//!    one, before it joins again.
+//! 5. After a cooperative assignment takes partitions away, the member revokes them (and
+//!    only them) before it is told what it gained, and rejoins at once; a partition it keeps
+//!    never appears in a Revoked callback.
+//! 6. Every retry waits: a backoff that grows with consecutive failures, except the first
+//!    retry after MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
+//!    REBALANCE_IN_PROGRESS on SyncGroup (immediate, as in Java; repeats back off).
+//!    [`ClassicMember::poll_timeout`] never names a passed instant, and between heartbeats
+//!    a stable member sleeps.
+//! 7. Fatal is final: the error is emitted once and nothing is sent afterwards.
+
+// The I/O loop that drives the member comes next; until then only the tests use it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::{Backoff, Jitter, Retry};
+use crate::cluster::{Cluster, Interest};
+use crate::error::Error;
+use crate::group::assignor::{
+    rebalance_protocol, Assignor, MemberSubscription, PartitionInfo, RebalanceProtocol,
+};
+use crate::group::commit::Identity;
+use crate::group::coordinator::Coordinator;
+use crate::group::member::{CallbackKind, CallbackToken, MemberEvent, Subscription};
+use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
+use crate::protocol::api::heartbeat::HeartbeatRequest;
+use crate::protocol::api::join_group::{
+    JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, UNKNOWN_GENERATION_ID,
+};
+use crate::protocol::api::leave_group::LeaveGroupRequest;
+use crate::protocol::api::sync_group::{
+    SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
+};
+use crate::protocol::consumer_protocol::{
+    self as cp, is_empty_payload, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+    PROTOCOL_TYPE,
+};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::message::Bytes;
+use crate::types::TopicPartition;
+
+/// Java's `JOIN_GROUP_TIMEOUT_LAPSE`: JoinGroup (and SyncGroup) may take the rebalance
+/// timeout, and this much more.
+const JOIN_TIMEOUT_LAPSE: Duration = Duration::from_secs(5);
+
+/// The longest rejoin reason sent (Java's `JoinGroupRequest.maybeTruncateReason`).
+const MAX_REASON_LEN: usize = 255;
+
+/// What the member needs from the configuration.
+pub(crate) struct ClassicConfig {
+    /// `group.instance.id` (static membership).
+    pub instance_id: Option<String>,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `max.poll.interval.ms`, sent as the JoinGroup rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// `max.poll.interval.ms`.
+    pub max_poll_interval: Duration,
+    /// `partition.assignment.strategy`, in preference order; never empty.
+    pub assignors: Vec<Box<dyn Assignor>>,
+    /// `client.rack`, sent as the subscription's rack id.
+    pub client_rack: Option<String>,
+    /// `retry.backoff.ms` .. `retry.backoff.max.ms`.
+    pub retry_backoff: Backoff,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+}
+
+/// What to do once the outstanding callback's token is back.
+#[derive(Debug)]
+enum Then {
+    /// Send JoinGroup (the callback prepared the join).
+    Join,
+    /// Tell the user thread what it gained (after a cooperative revocation).
+    Assign {
+        added: BTreeSet<TopicPartition>,
+        owned: BTreeSet<TopicPartition>,
+    },
+    /// The rebalance is complete: stable, or rejoin if that was asked for meanwhile.
+    Rest,
+}
+
+/// A SyncGroup to send or in flight.
+#[derive(Debug)]
+struct Sync {
+    protocol: String,
+    assignments: Vec<SyncGroupRequestAssignment>,
+    /// The leader's view of the partition counts it assigned (leader only).
+    snapshot: Option<BTreeMap<String, Option<i32>>>,
+    sent: Option<(u64, Route)>,
+}
+
+/// What the leader keeps while it waits for partition counts.
+#[derive(Debug)]
+struct Leading {
+    protocol: String,
+    members: Vec<MemberSubscription>,
+}
+
+#[derive(Debug)]
+enum State {
+    /// No subscription.
+    Unsubscribed,
+    /// Waits to send JoinGroup: for the callback that prepares it, the coordinator, the
+    /// join link, a backoff, or (after a poll interval expiry) the user polling again.
+    NeedJoin,
+    /// Waits for the user thread to finish callback `token`.
+    AwaitCallback {
+        token: CallbackToken,
+        owned_after: BTreeSet<TopicPartition>,
+        then: Then,
+        /// The reset count when the callback was emitted: a later reset voids `then`.
+        resets: u64,
+    },
+    /// Waits for the JoinGroup answer.
+    AwaitJoin { id: u64, route: Route },
+    /// The leader waits for the partition counts of the group's topics (bounded).
+    AwaitMetadata {
+        leading: Leading,
+        since: Instant,
+        seen: u64,
+    },
+    /// Waits to send SyncGroup, or for its answer.
+    AwaitSync(Sync),
+    /// In the group with an assignment; heartbeats.
+    Stable,
+    /// Stopped for good.
+    Fatal,
+}
+
+/// A state's name, for logs and the transition check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Unsubscribed,
+    NeedJoin,
+    AwaitCallback,
+    AwaitJoin,
+    AwaitMetadata,
+    AwaitSync,
+    Stable,
+    Fatal,
+}
+
+impl State {
+    fn kind(&self) -> Kind {
+        match self {
+            State::Unsubscribed => Kind::Unsubscribed,
+            State::NeedJoin => Kind::NeedJoin,
+            State::AwaitCallback { .. } => Kind::AwaitCallback,
+            State::AwaitJoin { .. } => Kind::AwaitJoin,
+            State::AwaitMetadata { .. } => Kind::AwaitMetadata,
+            State::AwaitSync(_) => Kind::AwaitSync,
+            State::Stable => Kind::Stable,
+            State::Fatal => Kind::Fatal,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Whether the diagram has an edge `from` → `to`.
+fn legal(from: Kind, to: Kind) -> bool {
+    use Kind::*;
+    match (from, to) {
+        (Fatal, _) => false,
+        (_, Fatal) | (_, Unsubscribed) => true,
+        (Unsubscribed, NeedJoin) => true,
+        (NeedJoin, AwaitCallback | AwaitJoin) => true,
+        (AwaitCallback, NeedJoin | AwaitCallback | Stable) => true,
+        (AwaitJoin, NeedJoin | AwaitMetadata | AwaitSync) => true,
+        (AwaitMetadata, NeedJoin | AwaitSync) => true,
+        (AwaitSync, NeedJoin | AwaitCallback) => true,
+        (Stable, NeedJoin) => true,
+        _ => false,
+    }
+}
+
+/// A heartbeat in flight, and who it spoke for.
+#[derive(Debug)]
+struct HeartbeatSent {
+    id: u64,
+    route: Route,
+    generation: i32,
+    member_id: String,
+}
+
+/// A LeaveGroup to send (or in flight).
+#[derive(Debug)]
+struct LeaveJob {
+    member_id: String,
+    reason: &'static str,
+    /// Asked for with `leave`: `MemberEvent::Left` follows.
+    for_user: bool,
+    /// Given up if not sent by then.
+    deadline: Instant,
+    sent: Option<(u64, Route)>,
+}
+
+/// One member of a classic-protocol consumer group.
+pub(crate) struct ClassicMember {
+    cfg: ClassicConfig,
+    protocol: RebalanceProtocol,
+    jitter: Box<dyn Jitter + Send>,
+    /// Learnt from the coordinator component (for logs and messages).
+    group_id: String,
+    state: State,
+    subscription: Option<Subscription>,
+    /// The subscribed topics (a pattern's: those the metadata shows that match).
+    topics: BTreeSet<String>,
+    /// The topics the last JoinGroup carried.
+    joined_topics: Option<BTreeSet<String>>,
+    /// The leader's: every topic the group subscribes to.
+    group_topics: BTreeSet<String>,
+    /// The subscription changed: the cluster's interest and topic mode need updating.
+    cluster_dirty: bool,
+    interest_dirty: bool,
+    /// The metadata generation last looked at.
+    seen_metadata: Option<u64>,
+    /// A pattern subscription joins only after metadata newer than this.
+    pattern_wait: Option<u64>,
+    generation: i32,
+    member_id: String,
+    protocol_name: Option<String>,
+    identity: Identity,
+    owned: BTreeSet<TopicPartition>,
+    /// A rejoin was asked for while a rebalance or callback was under way.
+    rejoin_needed: bool,
+    rejoin_reason: String,
+    /// The next JoinGroup must first be prepared (revoke or lose partitions).
+    needs_join_prepare: bool,
+    /// How many times the generation was reset.
+    resets: u64,
+    not_before: Option<Instant>,
+    join_retry: Retry,
+    heartbeat: Option<HeartbeatSent>,
+    heartbeat_due: Option<Instant>,
+    heartbeat_retry: Retry,
+    /// The last proof that the coordinator keeps the member's session.
+    session_alive: Option<Instant>,
+    last_poll: Option<Instant>,
+    /// The poll interval expired then; no rejoin before the user polls again.
+    poll_expired: Option<Instant>,
+    leave: Option<LeaveJob>,
+    /// The leader's: the partition counts its assignment used.
+    assignment_snapshot: Option<BTreeMap<String, Option<i32>>>,
+    events: VecDeque<MemberEvent>,
+    next_id: u64,
+    next_token: u64,
+    /// The problem last reported with a non-fatal error (one report per streak).
+    reported: Option<String>,
+}
+
+impl ClassicMember {
+    /// A member with no subscription yet.
+    pub fn new(cfg: ClassicConfig, jitter: Box<dyn Jitter + Send>) -> ClassicMember {
+        assert!(
+            !cfg.assignors.is_empty(),
+            "partition.assignment.strategy names no assignor"
+        );
+        let protocol = rebalance_protocol(&cfg.assignors);
+        let identity = Identity {
+            generation: UNKNOWN_GENERATION_ID,
+            member_id: String::new(),
+            instance_id: cfg.instance_id.clone(),
+        };
+        ClassicMember {
+            cfg,
+            protocol,
+            jitter,
+            group_id: String::new(),
+            state: State::Unsubscribed,
+            subscription: None,
+            topics: BTreeSet::new(),
+            joined_topics: None,
+            group_topics: BTreeSet::new(),
+            cluster_dirty: false,
+            interest_dirty: false,
+            seen_metadata: None,
+            pattern_wait: None,
+            generation: UNKNOWN_GENERATION_ID,
+            member_id: String::new(),
+            protocol_name: None,
+            identity,
+            owned: BTreeSet::new(),
+            rejoin_needed: false,
+            rejoin_reason: String::new(),
+            needs_join_prepare: false,
+            resets: 0,
+            not_before: None,
+            join_retry: Retry::default(),
+            heartbeat: None,
+            heartbeat_due: None,
+            heartbeat_retry: Retry::default(),
+            session_alive: None,
+            last_poll: None,
+            poll_expired: None,
+            leave: None,
+            assignment_snapshot: None,
+            events: VecDeque::new(),
+            next_id: 1,
+            next_token: 1,
+            reported: None,
+        }
+    }
+
+    // ----- commands ------------------------------------------------------------------
+
+    /// Replaces the subscription; starts joining, or rejoins if the subscribed topics
+    /// changed (noticed at the next `handle_timeout` or `poll_transmit`, which see the
+    /// metadata a pattern is matched against).
+    pub fn subscribe(&mut self, sub: Subscription, now: Instant) {
+        if self.is_fatal() {
+            log::warn!(
+                "group {}: subscribe ignored, the member stopped after a fatal error",
+                self.group()
+            );
+            return;
+        }
+        self.user_polled(now);
+        if let Subscription::Topics(t) = &sub {
+            self.topics = t.clone();
+        }
+        self.subscription = Some(sub);
+        self.cluster_dirty = true;
+        if matches!(self.state, State::Unsubscribed) {
+            self.rejoin_needed = true;
+            self.rejoin_reason = "subscribed".to_owned();
+            self.needs_join_prepare = true;
+            self.not_before = None;
+            self.joined_topics = None;
+            self.transition(State::NeedJoin, "subscribed");
+            self.advance();
+        }
+    }
+
+    /// Leaves the group (unsubscribe or close). The user thread has already run the
+    /// revoke or lost callback and committed, so no callback comes from here. A dynamic
+    /// member with a member id sends LeaveGroup (a static one does not, as in Java);
+    /// [`MemberEvent::Left`] follows once it is answered or failed, or at once when none is
+    /// sent. An outstanding callback is forgotten.
+    pub fn leave(&mut self, now: Instant) {
+        let member_id = std::mem::take(&mut self.member_id);
+        let fatal = self.is_fatal();
+        if !fatal && !matches!(self.state, State::Unsubscribed) {
+            self.transition(State::Unsubscribed, "leaving the group");
+        }
+        self.heartbeat = None;
+        self.heartbeat_due = None;
+        self.session_alive = None;
+        self.subscription = None;
+        self.topics.clear();
+        self.joined_topics = None;
+        self.group_topics.clear();
+        self.cluster_dirty = true;
+        self.generation = UNKNOWN_GENERATION_ID;
+        self.protocol_name = None;
+        self.owned.clear();
+        self.rejoin_needed = false;
+        self.needs_join_prepare = false;
+        self.not_before = None;
+        self.poll_expired = None;
+        self.assignment_snapshot = None;
+        self.resets += 1;
+        self.set_identity(Identity::outsider());
+        if self.cfg.instance_id.is_none() && !member_id.is_empty() && !fatal {
+            log::info!(
+                "group {}: member {member_id} leaves the group",
+                self.group()
+            );
+            self.leave = Some(LeaveJob {
+                member_id,
+                reason: "the consumer unsubscribed or is closing",
+                for_user: true,
+                deadline: now + self.cfg.request_timeout,
+                sent: None,
+            });
+        } else {
+            self.events.push_back(MemberEvent::Left);
+        }
+    }
+
+    /// The user thread finished callback `token`. A token that is not the outstanding one
+    /// is ignored.
+    pub fn callback_done(&mut self, token: CallbackToken, now: Instant) {
+        let current = matches!(&self.state, State::AwaitCallback { token: t, .. } if *t == token);
+        if !current {
+            log::debug!(
+                "group {}: ignoring the answer to callback {} (not outstanding)",
+                self.group(),
+                token.0
+            );
+            return;
+        }
+        // The user thread runs callbacks from poll: it is polling.
+        self.user_polled(now);
+        if self.poll_expired.take().is_some() {
+            log::info!("group {}: the application polls again", self.group());
+        }
+        // Keep the state's kind (for the transition check) while taking its contents.
+        let placeholder = State::AwaitCallback {
+            token,
+            owned_after: BTreeSet::new(),
+            then: Then::Rest,
+            resets: self.resets,
+        };
+        let State::AwaitCallback {
+            owned_after,
+            then,
+            resets,
+            ..
+        } = std::mem::replace(&mut self.state, placeholder)
+        else {
+            unreachable!("checked above");
+        };
+        self.owned = owned_after;
+        let voided = resets != self.resets;
+        match then {
+            Then::Assign { added, owned } if !voided => {
+                self.emit(CallbackKind::Assigned, added, owned, Then::Rest);
+            }
+            Then::Rest if !voided => self.rest(),
+            _ => {
+                self.transition(State::NeedJoin, "callback done");
+                self.advance();
+            }
+        }
+    }
+
+    /// The last instant the application called poll.
+    pub fn user_polled(&mut self, at: Instant) {
+        self.last_poll = Some(self.last_poll.map_or(at, |t| t.max(at)));
+        if self.poll_expired.is_some_and(|t| at > t) {
+            self.poll_expired = None;
+            log::info!(
+                "group {}: the application polls again; rejoining",
+                self.group()
+            );
+        }
+    }
+
+    // ----- what the member tells ----------------------------------------------------
+
+    /// The next event for the rest of the consumer.
+    pub fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.events.pop_front()
+    }
+
+    /// Who commits speak for right now: the generation of the last completed SyncGroup and
+    /// the member id (generation -1 when not in a generation).
+    pub fn identity(&self) -> Identity {
+        self.identity.clone()
+    }
+
+    /// The partitions the member owns (after the last answered callback), sorted.
+    pub fn owned(&self) -> Vec<TopicPartition> {
+        self.owned.iter().cloned().collect()
+    }
+
+    /// Whether the member stopped for good (its error was emitted).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self.state, State::Fatal)
+    }
+
+    // ----- driving -----------------------------------------------------------------
+
+    /// The next request to send, if any.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) -> Option<Transmit> {
+        self.learn_group(coordinator);
+        self.sync_cluster(cluster);
+        self.check_metadata(now, cluster);
+        self.advance();
+        if let Some(t) = self.poll_leave(now, links, coordinator) {
+            return Some(t);
+        }
+        let t = match self.state {
+            State::NeedJoin => self.poll_join(now, links, coordinator, cluster),
+            State::AwaitSync(Sync { sent: None, .. }) => self.poll_sync(now, links, coordinator),
+            _ => None,
+        };
+        if t.is_some() {
+            return t;
+        }
+        self.poll_heartbeat(now, links, coordinator)
+    }
+
+    /// Applies the answer to request `id`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_response(
+        &mut self,
+        id: u64,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) {
+        self.learn_group(coordinator);
+        match &self.state {
+            State::AwaitJoin { id: want, route } if *want == id => {
+                let route = *route;
+                match links.decode::<JoinGroupRequest>(route, version, body, now) {
+                    Ok(resp) => self.on_join(resp, now, coordinator, cluster),
+                    Err(e) => {
+                        let msg = format!("group {}: malformed JoinGroup response", self.group());
+                        self.report("JoinGroup malformed".into(), Error::decode(e, msg));
+                        self.retry_join(now, false, "malformed JoinGroup response");
+                    }
+                }
+            }
+            State::AwaitSync(Sync {
+                sent: Some((want, route)),
+                ..
+            }) if *want == id => {
+                let route = *route;
+                match links.decode::<SyncGroupRequest>(route, version, body, now) {
+                    Ok(resp) => self.on_sync(resp, now, coordinator),
+                    Err(e) => {
+                        let msg = format!("group {}: malformed SyncGroup response", self.group());
+                        self.report("SyncGroup malformed".into(), Error::decode(e, msg));
+                        self.retry_join(now, false, "malformed SyncGroup response");
+                    }
+                }
+            }
+            _ if self.heartbeat.as_ref().is_some_and(|h| h.id == id) => {
+                let sent = self.heartbeat.take().expect("checked");
+                match links.decode::<HeartbeatRequest>(sent.route, version, body, now) {
+                    Ok(resp) => self.on_heartbeat(&sent, resp.error_code, now, coordinator),
+                    Err(_) => self.heartbeat_failed(now),
+                }
+            }
+            _ if self
+                .leave
+                .as_ref()
+                .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id)) =>
+            {
+                let job = self.leave.take().expect("checked");
+                let (_, route) = job.sent.expect("checked");
+                match links.decode::<LeaveGroupRequest>(route, version, body, now) {
+                    Ok(resp) => match resp.error_for(&job.member_id, version) {
+                        Ok(0) => log::info!(
+                            "group {}: member {} left the group",
+                            self.group(),
+                            job.member_id
+                        ),
+                        Ok(c) => log::info!(
+                            "group {}: LeaveGroup for member {}: {}",
+                            self.group(),
+                            job.member_id,
+                            ErrorCode::from_code(c)
+                        ),
+                        Err(e) => log::info!("group {}: LeaveGroup: {e}", self.group()),
+                    },
+                    Err(e) => log::info!("group {}: LeaveGroup: {e}", self.group()),
+                }
+                if job.for_user {
+                    self.events.push_back(MemberEvent::Left);
+                }
+            }
+            _ => log::debug!(
+                "group {}: dropping the answer to request {id} (no longer waited for)",
+                self.group()
+            ),
+        }
+        self.sync_cluster(cluster);
+        self.advance();
+    }
+
+    /// Request `id` got no answer (its link closed or it timed out).
+    pub fn handle_failure(
+        &mut self,
+        id: u64,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        self.learn_group(coordinator);
+        match &self.state {
+            State::AwaitJoin { id: want, .. } if *want == id => {
+                coordinator.mark_unknown(&format!("JoinGroup: {failure}"), now);
+                self.retry_join(now, false, "JoinGroup failed");
+            }
+            State::AwaitSync(Sync {
+                sent: Some((want, _)),
+                ..
+            }) if *want == id => {
+                coordinator.mark_unknown(&format!("SyncGroup: {failure}"), now);
+                self.retry_join(now, false, "SyncGroup failed");
+            }
+            _ if self.heartbeat.as_ref().is_some_and(|h| h.id == id) => {
+                self.heartbeat = None;
+                coordinator.mark_unknown(&format!("Heartbeat: {failure}"), now);
+                self.heartbeat_failed(now);
+            }
+            _ if self
+                .leave
+                .as_ref()
+                .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id)) =>
+            {
+                let job = self.leave.take().expect("checked");
+                coordinator.mark_unknown(&format!("LeaveGroup: {failure}"), now);
+                log::info!(
+                    "group {}: LeaveGroup for member {}: {failure}",
+                    self.group(),
+                    job.member_id
+                );
+                if job.for_user {
+                    self.events.push_back(MemberEvent::Left);
+                }
+            }
+            _ => {}
+        }
+        self.advance();
+    }
+
+    /// Time passed: heartbeat and backoff deadlines, the session and the poll interval,
+    /// metadata changes.
+    pub fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
+        self.sync_cluster(cluster);
+        self.check_metadata(now, cluster);
+        if self
+            .leave
+            .as_ref()
+            .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
+        {
+            let job = self.leave.take().expect("checked");
+            log::info!(
+                "group {}: LeaveGroup for member {} not sent within request.timeout.ms",
+                self.group(),
+                job.member_id
+            );
+            if job.for_user {
+                self.events.push_back(MemberEvent::Left);
+            }
+        }
+        if self.member_active() && self.poll_expired.is_none() {
+            if let Some(last) = self.last_poll {
+                if now >= last + self.cfg.max_poll_interval {
+                    self.poll_interval_expired(now);
+                }
+            }
+        }
+        if self.heartbeats_allowed() {
+            if let Some(alive) = self.session_alive {
+                if now >= alive + self.cfg.session_timeout {
+                    log::warn!(
+                        "group {}: no heartbeat answer within session.timeout.ms ({} ms): the \
+                         coordinator has most likely removed member {} from generation {}; its \
+                         partitions are lost",
+                        self.group(),
+                        self.cfg.session_timeout.as_millis(),
+                        self.member_id,
+                        self.generation
+                    );
+                    self.reset("session timed out without a heartbeat answer", true);
+                }
+            }
+        }
+        self.advance();
+    }
+
+    /// The next instant `handle_timeout` (or `poll_transmit`) has something to do; `None`
+    /// when only an answer, a callback or the user can move the member on.
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut at = |t: Instant| {
+            if t > now {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if let Some(job) = &self.leave {
+            if job.sent.is_none() {
+                at(job.deadline);
+            }
+        }
+        match &self.state {
+            State::Unsubscribed | State::Fatal => return next,
+            State::NeedJoin if !self.needs_join_prepare && self.poll_expired.is_none() => {
+                if let Some(t) = self.not_before {
+                    at(t);
+                }
+            }
+            State::AwaitMetadata { since, .. } => at(*since + self.cfg.request_timeout),
+            _ => {}
+        }
+        if self.heartbeats_allowed() {
+            if self.heartbeat.is_none() {
+                if let Some(t) = self.heartbeat_due {
+                    at(t);
+                }
+            }
+            if let Some(t) = self.session_alive {
+                at(t + self.cfg.session_timeout);
+            }
+        }
+        if self.member_active() && self.poll_expired.is_none() {
+            if let Some(t) = self.last_poll {
+                at(t + self.cfg.max_poll_interval);
+            }
+        }
+        next
+    }
+
+    // ----- the join ----------------------------------------------------------------
+
+    fn poll_join(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &Cluster,
+    ) -> Option<Transmit> {
+        if self.needs_join_prepare || self.poll_expired.is_some() {
+            return None;
+        }
+        if self.not_before.is_some_and(|t| now < t) {
+            return None;
+        }
+        if let Some(g) = self.pattern_wait {
+            if cluster.generation() <= g {
+                return None;
+            }
+            self.pattern_wait = None;
+        }
+        let Some(node) = coordinator.node() else {
+            if let Some(e) = coordinator.fatal() {
+                let e = e.clone();
+                self.report(format!("coordinator: {e}"), e);
+            }
+            return None;
+        };
+        let route = Route::node(node, Lane::Join);
+        let versions = links.ready(route, now)?;
+        let Some(v) = versions.pick::<JoinGroupRequest>() else {
+            let msg = versions.unsupported::<JoinGroupRequest>(route.peer);
+            self.fatal(Error::unsupported(format!("group {}: {msg}", self.group())));
+            return None;
+        };
+        if v < 5 {
+            if let Some(inst) = &self.cfg.instance_id {
+                let msg = format!(
+                    "group {}: group.instance.id={inst} (static membership) needs JoinGroup v5 \
+                     or later; {} supports up to v{v}: unset group.instance.id or upgrade the \
+                     brokers",
+                    self.group(),
+                    route.peer
+                );
+                self.fatal(Error::unsupported(msg));
+                return None;
+            }
+        }
+        let req = self.join_request();
+        let id = self.take_id();
+        self.joined_topics = Some(self.topics.clone());
+        self.rejoin_needed = false;
+        self.not_before = None;
+        log::info!(
+            "group {}: (re-)joining with member id {:?}, generation {}: {}",
+            self.group(),
+            self.member_id,
+            self.generation,
+            if self.rejoin_reason.is_empty() {
+                "first join"
+            } else {
+                &self.rejoin_reason
+            }
+        );
+        self.transition(State::AwaitJoin { id, route }, "JoinGroup sent");
+        Some(Transmit::new(
+            route,
+            &req,
+            v,
+            Tag {
+                owner: Owner::Member,
+                id,
+            },
+            self.join_timeout(),
+        ))
+    }
+
+    fn join_timeout(&self) -> Duration {
+        self.cfg.request_timeout.max(
+            self.cfg
+                .rebalance_timeout
+                .saturating_add(JOIN_TIMEOUT_LAPSE),
+        )
+    }
+
+    fn join_request(&self) -> JoinGroupRequest {
+        let topics: Vec<String> = self.topics.iter().cloned().collect();
+        let owned = match self.protocol {
+            RebalanceProtocol::Cooperative => to_wire(&self.owned),
+            RebalanceProtocol::Eager => Vec::new(),
+        };
+        let protocols = self
+            .cfg
+            .assignors
+            .iter()
+            .map(|a| {
+                let sub = ConsumerProtocolSubscription {
+                    topics: topics.clone(),
+                    user_data: a.subscription_user_data(self.generation).map(Bytes),
+                    owned_partitions: owned.clone(),
+                    generation_id: self.generation,
+                    rack_id: self.cfg.client_rack.clone(),
+                };
+                JoinGroupRequestProtocol {
+                    name: a.name().to_owned(),
+                    metadata: Bytes(sub.encode()),
+                }
+            })
+            .collect();
+        let mut reason = self.rejoin_reason.clone();
+        if reason.len() > MAX_REASON_LEN {
+            let mut cut = MAX_REASON_LEN;
+            while !reason.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            reason.truncate(cut);
+        }
+        JoinGroupRequest {
+            group_id: self.group_id.clone(),
+            session_timeout_ms: millis(self.cfg.session_timeout),
+            rebalance_timeout_ms: millis(self.cfg.rebalance_timeout),
+            member_id: self.member_id.clone(),
+            group_instance_id: self.cfg.instance_id.clone(),
+            protocol_type: PROTOCOL_TYPE.to_owned(),
+            protocols,
+            reason: Some(reason),
+        }
+    }
+
+    fn on_join(
+        &mut self,
+        resp: JoinGroupResponse,
+        now: Instant,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) {
+        let code = ErrorCode::from_code(resp.error_code);
+        match code {
+            ErrorCode::None => {
+                if let Some(pt) = resp
+                    .protocol_type
+                    .as_deref()
+                    .filter(|p| *p != PROTOCOL_TYPE)
+                {
+                    let msg = format!(
+                        "group {}: the group's protocol type is {pt:?}, not \"consumer\": \
+                         group.id names a group of another kind of client",
+                        self.group()
+                    );
+                    self.fatal(Error::broker(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, msg));
+                    return;
+                }
+                self.joined(resp, now, cluster);
+            }
+            ErrorCode::MEMBER_ID_REQUIRED => {
+                log::info!(
+                    "group {}: the coordinator gave member id {}; joining again with it",
+                    self.group(),
+                    resp.member_id
+                );
+                self.member_id = resp.member_id;
+                self.generation = UNKNOWN_GENERATION_ID;
+                self.set_identity(self.reset_identity());
+                self.retry_join(now, true, "need to re-join with the given member id");
+            }
+            ErrorCode::UNKNOWN_MEMBER_ID => {
+                self.reset("JoinGroup: UNKNOWN_MEMBER_ID", true);
+                self.retry_join(now, true, "rebalance failed due to UNKNOWN_MEMBER_ID");
+            }
+            ErrorCode::REBALANCE_IN_PROGRESS => {
+                self.retry_join(now, false, "rebalance failed due to REBALANCE_IN_PROGRESS");
+            }
+            ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
+                coordinator.mark_unknown(&format!("JoinGroup: {code}"), now);
+                self.retry_join(now, false, "the coordinator moved");
+            }
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => {
+                self.retry_join(now, false, "the coordinator is loading the group");
+            }
+            ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+            | ErrorCode::INVALID_SESSION_TIMEOUT
+            | ErrorCode::INVALID_GROUP_ID
+            | ErrorCode::GROUP_AUTHORIZATION_FAILED
+            | ErrorCode::GROUP_MAX_SIZE_REACHED
+            | ErrorCode::FENCED_INSTANCE_ID
+            | ErrorCode::UNSUPPORTED_VERSION => {
+                let msg = self.fatal_message("JoinGroup", code);
+                self.fatal(Error::broker(code, msg));
+            }
+            c => {
+                let msg = format!("group {}: JoinGroup failed; retrying", self.group());
+                self.report(format!("JoinGroup {c}"), Error::broker(c, msg));
+                self.retry_join(now, false, "rebalance failed");
+            }
+        }
+    }
+
+    /// JoinGroup succeeded: the new generation. The leader assigns (perhaps after waiting
+    /// for partition counts); everyone else asks for its assignment.
+    fn joined(&mut self, resp: JoinGroupResponse, now: Instant, cluster: &mut Cluster) {
+        self.generation = resp.generation_id;
+        self.member_id = resp.member_id.clone();
+        self.protocol_name = resp.protocol_name.clone();
+        self.session_alive = Some(now);
+        self.heartbeat_due = Some(now + self.cfg.heartbeat_interval);
+        self.heartbeat_retry.succeeded();
+        let leader = !resp.member_id.is_empty() && resp.leader == resp.member_id;
+        log::info!(
+            "group {}: joined generation {} as member {} ({}), protocol {:?}",
+            self.group(),
+            resp.generation_id,
+            resp.member_id,
+            if leader {
+                "leader"
+            } else if resp.leader.is_empty() {
+                "no leader: the coordinator assigns"
+            } else {
+                "follower"
+            },
+            resp.protocol_name
+        );
+        let protocol = match resp.protocol_name.as_deref() {
+            Some(p) if self.cfg.assignors.iter().any(|a| a.name() == p) => p.to_owned(),
+            other => {
+                let offered = self.assignor_names();
+                let msg = format!(
+                    "group {}: the coordinator chose assignor {other:?}, which \
+                     partition.assignment.strategy ({offered}) does not name; rejoining",
+                    self.group()
+                );
+                self.report("JoinGroup protocol".into(), protocol_error(msg));
+                self.retry_join(now, false, "the coordinator chose an unknown protocol");
+                return;
+            }
+        };
+        if !leader {
+            self.transition(
+                State::AwaitSync(Sync {
+                    protocol,
+                    assignments: Vec::new(),
+                    snapshot: None,
+                    sent: None,
+                }),
+                "joined as a follower",
+            );
+            return;
+        }
+        let mut members = Vec::with_capacity(resp.members.len());
+        for m in &resp.members {
+            match ConsumerProtocolSubscription::decode(&m.metadata.0) {
+                Ok(s) => members.push(MemberSubscription {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    topics: s.topics,
+                    owned_partitions: from_wire(&s.owned_partitions).into_iter().collect(),
+                    generation: s.generation_id,
+                    rack: s.rack_id,
+                    user_data: s.user_data.map(|b| b.0),
+                }),
+                Err(e) => {
+                    let msg = format!(
+                        "group {}: member {}'s subscription is malformed; rejoining",
+                        self.group(),
+                        m.member_id
+                    );
+                    self.report("JoinGroup subscription".into(), Error::decode(e, msg));
+                    self.retry_join(now, false, "a member's subscription is malformed");
+                    return;
+                }
+            }
+        }
+        // The leader watches every topic the group subscribes to.
+        self.group_topics = members.iter().flat_map(|m| m.topics.clone()).collect();
+        self.interest_dirty = true;
+        self.sync_cluster(cluster);
+        if resp.skip_assignment {
+            log::info!(
+                "group {}: skipping the assignment as the returning static leader of \
+                 generation {}",
+                self.group(),
+                self.generation
+            );
+            self.transition(
+                State::AwaitSync(Sync {
+                    protocol,
+                    assignments: Vec::new(),
+                    snapshot: None,
+                    sent: None,
+                }),
+                "leader skips the assignment",
+            );
+            return;
+        }
+        let leading = Leading { protocol, members };
+        if self.counts_known(cluster) {
+            let sync = self.assign(leading, cluster);
+            self.transition(State::AwaitSync(sync), "leader assigned");
+        } else {
+            cluster.request_update();
+            let seen = cluster.generation();
+            self.transition(
+                State::AwaitMetadata {
+                    leading,
+                    since: now,
+                    seen,
+                },
+                "leader waits for partition counts",
+            );
+        }
+    }
+
+    fn counts_known(&self, cluster: &Cluster) -> bool {
+        self.group_topics
+            .iter()
+            .all(|t| cluster.partition_count(t).is_some())
+    }
+
+    /// The leader, waiting for partition counts: assigns once the metadata is newer, every
+    /// count is known, or `request.timeout.ms` passed (topics still unknown are skipped).
+    fn check_metadata(&mut self, now: Instant, cluster: &Cluster) {
+        let State::AwaitMetadata { since, seen, .. } = &self.state else {
+            return;
+        };
+        let ready = cluster.generation() > *seen
+            || now >= *since + self.cfg.request_timeout
+            || self.counts_known(cluster);
+        if !ready {
+            return;
+        }
+        // Keep the state's kind (for the transition check) while taking its contents.
+        let placeholder = State::AwaitMetadata {
+            leading: Leading {
+                protocol: String::new(),
+                members: Vec::new(),
+            },
+            since: now,
+            seen: 0,
+        };
+        let State::AwaitMetadata { leading, .. } = std::mem::replace(&mut self.state, placeholder)
+        else {
+            unreachable!("checked above");
+        };
+        let sync = self.assign(leading, cluster);
+        self.transition(State::AwaitSync(sync), "leader assigned");
+    }
+
+    /// Runs the chosen assignor over the group's subscriptions and what the metadata knows.
+    fn assign(&mut self, leading: Leading, cluster: &Cluster) -> Sync {
+        let Leading { protocol, members } = leading;
+        let mut topics: BTreeMap<String, Vec<PartitionInfo>> = BTreeMap::new();
+        let mut snapshot = BTreeMap::new();
+        for t in &self.group_topics {
+            let count = cluster.partition_count(t);
+            snapshot.insert(t.clone(), count);
+            if let Some(n) = count {
+                topics.insert(t.clone(), PartitionInfo::without_racks(n));
+            }
+        }
+        let unknown: Vec<&String> = snapshot
+            .iter()
+            .filter(|(_, n)| n.is_none())
+            .map(|(t, _)| t)
+            .collect();
+        if !unknown.is_empty() {
+            log::warn!(
+                "group {}: assigning without topics the metadata does not describe: {unknown:?}",
+                self.group()
+            );
+        }
+        let assignor = self
+            .cfg
+            .assignors
+            .iter()
+            .find(|a| a.name() == protocol)
+            .expect("the protocol was checked against the assignors");
+        let result = assignor.assign(&topics, &members);
+        log::info!(
+            "group {}: leader of generation {} assigned with {protocol}: {result:?}",
+            self.group(),
+            self.generation
+        );
+        let assignments = result
+            .into_iter()
+            .map(|(member_id, parts)| {
+                let set: BTreeSet<TopicPartition> = parts.into_iter().collect();
+                SyncGroupRequestAssignment {
+                    member_id,
+                    assignment: Bytes(
+                        ConsumerProtocolAssignment {
+                            assigned_partitions: to_wire(&set),
+                            user_data: None,
+                        }
+                        .encode(),
+                    ),
+                }
+            })
+            .collect();
+        Sync {
+            protocol,
+            assignments,
+            snapshot: Some(snapshot),
+            sent: None,
+        }
+    }
+
+    fn poll_sync(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) -> Option<Transmit> {
+        let node = coordinator.node()?;
+        let route = Route::node(node, Lane::Join);
+        let versions = links.ready(route, now)?;
+        let Some(v) = versions.pick::<SyncGroupRequest>() else {
+            let msg = versions.unsupported::<SyncGroupRequest>(route.peer);
+            self.fatal(Error::unsupported(format!("group {}: {msg}", self.group())));
+            return None;
+        };
+        let id = self.take_id();
+        let timeout = self.join_timeout();
+        let (group_id, generation, member_id) = (
+            self.group_id.clone(),
+            self.generation,
+            self.member_id.clone(),
+        );
+        let instance = self.cfg.instance_id.clone();
+        let State::AwaitSync(sync) = &mut self.state else {
+            return None;
+        };
+        let req = SyncGroupRequest {
+            group_id,
+            generation_id: generation,
+            member_id,
+            group_instance_id: instance,
+            protocol_type: Some(PROTOCOL_TYPE.to_owned()),
+            protocol_name: Some(sync.protocol.clone()),
+            assignments: sync.assignments.clone(),
+        };
+        sync.sent = Some((id, route));
+        log::debug!(
+            "group {}: SyncGroup for generation {} ({} assignments)",
+            self.group_id,
+            generation,
+            req.assignments.len()
+        );
+        Some(Transmit::new(
+            route,
+            &req,
+            v,
+            Tag {
+                owner: Owner::Member,
+                id,
+            },
+            timeout,
+        ))
+    }
+
+    fn on_sync(&mut self, resp: SyncGroupResponse, now: Instant, coordinator: &mut Coordinator) {
+        let code = ErrorCode::from_code(resp.error_code);
+        match code {
+            ErrorCode::None => {
+                let State::AwaitSync(sync) = &self.state else {
+                    return;
+                };
+                let ours = sync.protocol.clone();
+                if let Some(pt) = resp
+                    .protocol_type
+                    .as_deref()
+                    .filter(|p| *p != PROTOCOL_TYPE)
+                {
+                    let msg = format!(
+                        "group {}: SyncGroup answered for protocol type {pt:?}, not \"consumer\"",
+                        self.group()
+                    );
+                    self.fatal(Error::broker(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, msg));
+                    return;
+                }
+                if let Some(p) = resp.protocol_name.as_deref().filter(|p| *p != ours) {
+                    let msg = format!(
+                        "group {}: SyncGroup answered for assignor {p:?}, JoinGroup chose {ours:?}",
+                        self.group()
+                    );
+                    self.fatal(Error::broker(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, msg));
+                    return;
+                }
+                self.synced(&resp.assignment.0, now);
+            }
+            ErrorCode::REBALANCE_IN_PROGRESS => {
+                self.retry_join(now, true, "the group began another rebalance");
+            }
+            ErrorCode::UNKNOWN_MEMBER_ID => {
+                self.reset("SyncGroup: UNKNOWN_MEMBER_ID", true);
+                self.retry_join(now, true, "rebalance failed due to UNKNOWN_MEMBER_ID");
+            }
+            ErrorCode::ILLEGAL_GENERATION => {
+                self.reset("SyncGroup: ILLEGAL_GENERATION", false);
+                self.retry_join(now, true, "rebalance failed due to ILLEGAL_GENERATION");
+            }
+            ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
+                coordinator.mark_unknown(&format!("SyncGroup: {code}"), now);
+                self.retry_join(now, false, "the coordinator moved");
+            }
+            ErrorCode::FENCED_INSTANCE_ID
+            | ErrorCode::GROUP_AUTHORIZATION_FAILED
+            | ErrorCode::INCONSISTENT_GROUP_PROTOCOL
+            | ErrorCode::INVALID_GROUP_ID
+            | ErrorCode::UNSUPPORTED_VERSION => {
+                let msg = self.fatal_message("SyncGroup", code);
+                self.fatal(Error::broker(code, msg));
+            }
+            c => {
+                if !c.is_retriable() {
+                    let msg = format!("group {}: SyncGroup failed; rejoining", self.group());
+                    self.report(format!("SyncGroup {c}"), Error::broker(c, msg));
+                }
+                self.retry_join(now, false, "rebalance failed");
+            }
+        }
+    }
+
+    /// SyncGroup succeeded: the generation is complete; apply the assignment.
+    fn synced(&mut self, payload: &[u8], now: Instant) {
+        self.session_alive = Some(now);
+        self.set_identity(Identity {
+            generation: self.generation,
+            member_id: self.member_id.clone(),
+            instance_id: self.cfg.instance_id.clone(),
+        });
+        let assignment = match ConsumerProtocolAssignment::decode(payload) {
+            Ok(a) => a,
+            Err(e) => {
+                let what = if is_empty_payload(&e) {
+                    "an empty assignment (the leader sent none for this member)".to_owned()
+                } else {
+                    format!("a malformed assignment ({e})")
+                };
+                let msg = format!(
+                    "group {}: SyncGroup of generation {} returned {what}; rejoining",
+                    self.group(),
+                    self.generation
+                );
+                self.report("SyncGroup assignment".into(), Error::decode(e, msg));
+                self.retry_join(now, false, "invalid assignment");
+                return;
+            }
+        };
+        let assigned = from_wire(&assignment.assigned_partitions);
+        let foreign: Vec<&TopicPartition> = assigned
+            .iter()
+            .filter(|tp| !self.subscribed_to(tp.topic()))
+            .collect();
+        if !foreign.is_empty() {
+            log::warn!(
+                "group {}: received assignment {foreign:?} does not match the current \
+                 subscription; the subscription has likely changed since the member joined: \
+                 rejoining with the current subscription",
+                self.group()
+            );
+            self.needs_join_prepare = true;
+            self.retry_join(
+                now,
+                true,
+                "received assignment does not match the current subscription",
+            );
+            return;
+        }
+        self.join_retry.succeeded();
+        self.reported = None;
+        self.needs_join_prepare = true;
+        let State::AwaitSync(sync) = &mut self.state else {
+            return;
+        };
+        match sync.snapshot.take() {
+            Some(s) => self.assignment_snapshot = Some(s),
+            None => {
+                self.assignment_snapshot = None;
+                if !self.group_topics.is_empty() {
+                    self.group_topics.clear();
+                    self.interest_dirty = true;
+                }
+            }
+        }
+        let added: BTreeSet<TopicPartition> = assigned.difference(&self.owned).cloned().collect();
+        let revoked: BTreeSet<TopicPartition> = self.owned.difference(&assigned).cloned().collect();
+        log::info!(
+            "group {}: generation {}: assigned {:?}, owned {:?}, added {:?}, revoked {:?}",
+            self.group(),
+            self.generation,
+            assigned,
+            self.owned,
+            added,
+            revoked
+        );
+        if self.protocol == RebalanceProtocol::Cooperative && !revoked.is_empty() {
+            self.rejoin_needed = true;
+            self.rejoin_reason = "need to revoke partitions and re-join".to_owned();
+            let keep: BTreeSet<TopicPartition> =
+                self.owned.intersection(&assigned).cloned().collect();
+            self.emit(
+                CallbackKind::Revoked,
+                revoked,
+                keep,
+                Then::Assign {
+                    added,
+                    owned: assigned,
+                },
+            );
+        } else {
+            self.emit(CallbackKind::Assigned, added, assigned, Then::Rest);
+        }
+    }
+
+    /// Whether the subscription covers `topic` (a pattern: whether it matches).
+    fn subscribed_to(&self, topic: &str) -> bool {
+        match &self.subscription {
+            Some(Subscription::Topics(t)) => t.contains(topic),
+            Some(Subscription::Pattern(p)) => p.matches(topic),
+            None => false,
+        }
+    }
+
+    /// A rejoin after a failed or refused step: `immediate` is Java's "retry at once",
+    /// which repeats only after a backoff.
+    fn retry_join(&mut self, now: Instant, immediate: bool, reason: &str) {
+        let first = self.join_retry.failures() == 0;
+        let delay = self
+            .join_retry
+            .failed(&self.cfg.retry_backoff, &mut *self.jitter);
+        self.not_before = if immediate && first {
+            None
+        } else {
+            Some(now + delay)
+        };
+        self.rejoin_reason = reason.to_owned();
+        if !matches!(
+            self.state,
+            State::NeedJoin | State::AwaitCallback { .. } | State::Fatal | State::Unsubscribed
+        ) {
+            self.transition(State::NeedJoin, reason);
+        }
+    }
+
+    // ----- callbacks ------------------------------------------------------------------
+
+    /// Before a JoinGroup: what the user thread must give up first (Java's
+    /// `onJoinPrepare`).
+    fn prepare_join(&mut self) {
+        self.needs_join_prepare = false;
+        self.assignment_snapshot = None;
+        if !self.group_topics.is_empty() {
+            self.group_topics.clear();
+            self.interest_dirty = true;
+        }
+        let owned = self.owned.clone();
+        if self.generation == UNKNOWN_GENERATION_ID || self.member_id.is_empty() {
+            if !owned.is_empty() {
+                log::info!(
+                    "group {}: giving away all assigned partitions as lost since the \
+                     generation or member id has been reset: {owned:?}",
+                    self.group()
+                );
+                self.emit(CallbackKind::Lost, owned, BTreeSet::new(), Then::Join);
+            }
+            return;
+        }
+        match self.protocol {
+            RebalanceProtocol::Eager => {
+                log::info!(
+                    "group {}: revoking previously assigned partitions {owned:?}",
+                    self.group()
+                );
+                self.emit(CallbackKind::Revoked, owned, BTreeSet::new(), Then::Join);
+            }
+            RebalanceProtocol::Cooperative => {
+                let (revoked, keep): (BTreeSet<TopicPartition>, BTreeSet<TopicPartition>) = owned
+                    .into_iter()
+                    .partition(|tp| !self.topics.contains(tp.topic()));
+                if !revoked.is_empty() {
+                    log::info!(
+                        "group {}: revoking partitions of topics no longer subscribed: \
+                         {revoked:?}",
+                        self.group()
+                    );
+                    self.emit(CallbackKind::Revoked, revoked, keep, Then::Join);
+                }
+            }
+        }
+    }
+
+    fn emit(
+        &mut self,
+        kind: CallbackKind,
+        partitions: BTreeSet<TopicPartition>,
+        owned_after: BTreeSet<TopicPartition>,
+        then: Then,
+    ) {
+        let token = CallbackToken(self.next_token);
+        self.next_token += 1;
+        self.events.push_back(MemberEvent::Callback {
+            token,
+            kind,
+            partitions: partitions.into_iter().collect(),
+            owned: owned_after.iter().cloned().collect(),
+        });
+        let why = format!("{kind} (callback {})", token.0);
+        self.transition(
+            State::AwaitCallback {
+                token,
+                owned_after,
+                then,
+                resets: self.resets,
+            },
+            &why,
+        );
+    }
+
+    /// The rebalance's callbacks are done: stable, or join again if asked meanwhile.
+    fn rest(&mut self) {
+        if self.rejoin_needed || self.joined_topics.as_ref() != Some(&self.topics) {
+            let why = if self.rejoin_reason.is_empty() {
+                "rejoin needed".to_owned()
+            } else {
+                self.rejoin_reason.clone()
+            };
+            self.transition(State::NeedJoin, &why);
+            self.advance();
+        } else {
+            self.transition(State::Stable, "assignment applied");
+        }
+    }
+
+    /// Prepares a join waiting for it (emits the callback it needs).
+    fn advance(&mut self) {
+        if matches!(self.state, State::NeedJoin) && self.needs_join_prepare {
+            self.prepare_join();
+        }
+    }
+
+    /// Asks for a rejoin: at once when stable, else once the rebalance under way is done.
+    fn request_rejoin(&mut self, reason: &str) {
+        log::info!("group {}: request joining due to: {reason}", self.group());
+        self.rejoin_needed = true;
+        self.rejoin_reason = reason.to_owned();
+        if matches!(self.state, State::Stable) {
+            self.not_before = None;
+            self.transition(State::NeedJoin, reason);
+            self.advance();
+        }
+    }
+
+    /// The generation (and perhaps the member id) is no longer valid: what the member owns
+    /// is lost, and it joins again.
+    fn reset(&mut self, reason: &str, reset_member_id: bool) {
+        log::info!(
+            "group {}: resetting generation {}{} due to: {reason}",
+            self.group(),
+            self.generation,
+            if reset_member_id {
+                " and member id"
+            } else {
+                ""
+            }
+        );
+        self.generation = UNKNOWN_GENERATION_ID;
+        if reset_member_id {
+            self.member_id.clear();
+        }
+        self.protocol_name = None;
+        self.resets += 1;
+        self.needs_join_prepare = true;
+        self.rejoin_needed = true;
+        self.rejoin_reason = reason.to_owned();
+        self.assignment_snapshot = None;
+        self.heartbeat_due = None;
+        self.session_alive = None;
+        self.set_identity(self.reset_identity());
+        match self.state {
+            State::AwaitCallback { .. } | State::NeedJoin | State::Unsubscribed | State::Fatal => {}
+            _ => self.transition(State::NeedJoin, reason),
+        }
+    }
+
+    fn reset_identity(&self) -> Identity {
+        Identity {
+            generation: UNKNOWN_GENERATION_ID,
+            member_id: self.member_id.clone(),
+            instance_id: self.cfg.instance_id.clone(),
+        }
+    }
+
+    /// `max.poll.interval.ms` passed without a poll: leave (a dynamic member), lose the
+    /// partitions, and rejoin only once the application polls again.
+    fn poll_interval_expired(&mut self, now: Instant) {
+        log::warn!(
+            "group {}: consumer poll timeout has expired: the time between calls to poll() was \
+             longer than max.poll.interval.ms ({} ms), which typically means the poll loop \
+             spends too much time processing records. Increase max.poll.interval.ms or poll \
+             more often (process fewer records per poll, max.poll.records). The member leaves \
+             the group and rejoins at the next poll.",
+            self.group(),
+            self.cfg.max_poll_interval.as_millis()
+        );
+        if self.cfg.instance_id.is_none() && !self.member_id.is_empty() {
+            self.leave = Some(LeaveJob {
+                member_id: self.member_id.clone(),
+                reason: "consumer poll timeout has expired.",
+                for_user: false,
+                deadline: now + self.cfg.request_timeout,
+                sent: None,
+            });
+        }
+        self.poll_expired = Some(now);
+        self.reset("consumer poll timeout has expired", true);
+    }
+
+    // ----- heartbeats and leaving ---------------------------------------------------------
+
+    /// Whether heartbeats keep the session: a valid generation, no JoinGroup in flight.
+    fn heartbeats_allowed(&self) -> bool {
+        self.generation != UNKNOWN_GENERATION_ID
+            && !self.member_id.is_empty()
+            && matches!(
+                self.state,
+                State::NeedJoin
+                    | State::AwaitCallback { .. }
+                    | State::AwaitMetadata { .. }
+                    | State::AwaitSync(_)
+                    | State::Stable
+            )
+    }
+
+    /// Whether the member is in (or joining) the group.
+    fn member_active(&self) -> bool {
+        self.subscription.is_some() && !matches!(self.state, State::Unsubscribed | State::Fatal)
+    }
+
+    fn poll_heartbeat(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) -> Option<Transmit> {
+        if !self.heartbeats_allowed() || self.heartbeat.is_some() {
+            return None;
+        }
+        if self.heartbeat_due.is_none_or(|t| now < t) {
+            return None;
+        }
+        let node = coordinator.node()?;
+        let route = Route::node(node, Lane::Group);
+        let versions = links.ready(route, now)?;
+        let Some(v) = versions.pick::<HeartbeatRequest>() else {
+            let msg = versions.unsupported::<HeartbeatRequest>(route.peer);
+            self.fatal(Error::unsupported(format!("group {}: {msg}", self.group())));
+            return None;
+        };
+        let req = HeartbeatRequest {
+            group_id: self.group_id.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.cfg.instance_id.clone(),
+        };
+        let id = self.take_id();
+        self.heartbeat = Some(HeartbeatSent {
+            id,
+            route,
+            generation: self.generation,
+            member_id: self.member_id.clone(),
+        });
+        self.heartbeat_due = Some(now + self.cfg.heartbeat_interval);
+        Some(Transmit::new(
+            route,
+            &req,
+            v,
+            Tag {
+                owner: Owner::Member,
+                id,
+            },
+            self.cfg.request_timeout,
+        ))
+    }
+
+    fn on_heartbeat(
+        &mut self,
+        sent: &HeartbeatSent,
+        code: i16,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        let code = ErrorCode::from_code(code);
+        let stale = sent.generation != self.generation || sent.member_id != self.member_id;
+        if stale && code.is_err() {
+            log::debug!(
+                "group {}: ignoring {code} for the heartbeat of generation {} (now {})",
+                self.group(),
+                sent.generation,
+                self.generation
+            );
+            return;
+        }
+        match code {
+            ErrorCode::None => {
+                if !stale {
+                    self.session_alive = Some(now);
+                    self.heartbeat_retry.succeeded();
+                }
+            }
+            ErrorCode::REBALANCE_IN_PROGRESS => {
+                self.session_alive = Some(now);
+                self.heartbeat_retry.succeeded();
+                match self.state {
+                    State::Stable | State::AwaitCallback { .. } | State::NeedJoin => {
+                        self.request_rejoin("group is already rebalancing");
+                    }
+                    _ => log::debug!(
+                        "group {}: ignoring REBALANCE_IN_PROGRESS while {}",
+                        self.group(),
+                        self.state.kind()
+                    ),
+                }
+            }
+            ErrorCode::ILLEGAL_GENERATION => {
+                self.reset("Heartbeat: ILLEGAL_GENERATION", false);
+            }
+            ErrorCode::UNKNOWN_MEMBER_ID => {
+                self.reset("Heartbeat: UNKNOWN_MEMBER_ID", true);
+            }
+            ErrorCode::FENCED_INSTANCE_ID | ErrorCode::GROUP_AUTHORIZATION_FAILED => {
+                let msg = self.fatal_message("Heartbeat", code);
+                self.fatal(Error::broker(code, msg));
+            }
+            ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
+                coordinator.mark_unknown(&format!("Heartbeat: {code}"), now);
+                self.heartbeat_failed(now);
+            }
+            c => {
+                if !c.is_retriable() {
+                    let msg = format!("group {}: Heartbeat failed", self.group());
+                    self.report(format!("Heartbeat {c}"), Error::broker(c, msg));
+                }
+                self.heartbeat_failed(now);
+            }
+        }
+    }
+
+    fn heartbeat_failed(&mut self, now: Instant) {
+        let d = self
+            .heartbeat_retry
+            .failed(&self.cfg.retry_backoff, &mut *self.jitter);
+        self.heartbeat_due = Some(now + d);
+    }
+
+    fn poll_leave(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) -> Option<Transmit> {
+        if self.leave.as_ref()?.sent.is_some() {
+            return None;
+        }
+        let Some(node) = coordinator.node() else {
+            // As Java: no LeaveGroup while the coordinator is unknown.
+            let job = self.leave.take().expect("checked");
+            log::info!(
+                "group {}: member {} does not send LeaveGroup: the coordinator is unknown",
+                self.group(),
+                job.member_id
+            );
+            if job.for_user {
+                self.events.push_back(MemberEvent::Left);
+            }
+            return None;
+        };
+        let route = Route::node(node, Lane::Group);
+        let versions = links.ready(route, now)?;
+        let Some(v) = versions.pick::<LeaveGroupRequest>() else {
+            let job = self.leave.take().expect("checked");
+            log::warn!(
+                "group {}: {}",
+                self.group(),
+                versions.unsupported::<LeaveGroupRequest>(route.peer)
+            );
+            if job.for_user {
+                self.events.push_back(MemberEvent::Left);
+            }
+            return None;
+        };
+        let id = self.take_id();
+        let group_id = self.group_id.clone();
+        let job = self.leave.as_mut().expect("checked");
+        let req =
+            LeaveGroupRequest::for_member(&group_id, &job.member_id, None, Some(job.reason), v);
+        job.sent = Some((id, route));
+        log::info!(
+            "group {group_id}: member {} sends LeaveGroup: {}",
+            job.member_id,
+            job.reason
+        );
+        Some(Transmit::new(
+            route,
+            &req,
+            v,
+            Tag {
+                owner: Owner::Member,
+                id,
+            },
+            self.cfg.request_timeout,
+        ))
+    }
+
+    // ----- the cluster -------------------------------------------------------------------
+
+    /// Brings the cluster's view in line with the subscription (topic mode, interest), and
+    /// reacts to new metadata: a pattern's topics, the leader's partition counts.
+    fn sync_cluster(&mut self, cluster: &mut Cluster) {
+        if self.cluster_dirty {
+            self.cluster_dirty = false;
+            let pattern = matches!(self.subscription, Some(Subscription::Pattern(_)));
+            cluster.set_all_topics(pattern);
+            if pattern {
+                cluster.request_update();
+                self.pattern_wait = Some(cluster.generation());
+            } else {
+                self.pattern_wait = None;
+            }
+            self.seen_metadata = None;
+            self.interest_dirty = true;
+        }
+        let generation = cluster.generation();
+        if self.seen_metadata != Some(generation) {
+            self.seen_metadata = Some(generation);
+            if let Some(sub) = &self.subscription {
+                let names = cluster.topic_names();
+                let topics = sub.topics(names.iter().map(|t| &**t));
+                if topics != self.topics {
+                    log::info!(
+                        "group {}: subscribed topics now {topics:?} (were {:?})",
+                        self.group(),
+                        self.topics
+                    );
+                    self.topics = topics;
+                    self.interest_dirty = true;
+                }
+            }
+            if let Some(snapshot) = &self.assignment_snapshot {
+                let changed: Vec<String> = snapshot
+                    .iter()
+                    .filter(|(t, n)| cluster.partition_count(t) != **n)
+                    .map(|(t, _)| t.clone())
+                    .collect();
+                if !changed.is_empty() {
+                    self.assignment_snapshot = None;
+                    self.request_rejoin(&format!(
+                        "cached metadata has changed for topics {changed:?} since the last \
+                         assignment"
+                    ));
+                }
+            }
+            if self.member_active()
+                && self
+                    .joined_topics
+                    .as_ref()
+                    .is_some_and(|j| *j != self.topics)
+            {
+                self.request_rejoin("the subscription has changed since the last join");
+            }
+        }
+        if self.interest_dirty {
+            self.interest_dirty = false;
+            if self.subscription.is_none() {
+                cluster.clear_interest(Interest::Group);
+            } else {
+                let all: BTreeSet<&String> = self.topics.iter().chain(&self.group_topics).collect();
+                cluster.set_interest(
+                    Interest::Group,
+                    all.into_iter().map(|t| Arc::from(t.as_str())),
+                );
+            }
+        }
+    }
+
+    // ----- small helpers -------------------------------------------------------------
+
+    fn learn_group(&mut self, coordinator: &Coordinator) {
+        if self.group_id.is_empty() {
+            self.group_id = coordinator.group_id().to_owned();
+        }
+    }
+
+    fn group(&self) -> &str {
+        if self.group_id.is_empty() {
+            "(not yet known)"
+        } else {
+            &self.group_id
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn assignor_names(&self) -> String {
+        self.cfg
+            .assignors
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn set_identity(&mut self, identity: Identity) {
+        if identity != self.identity {
+            self.identity = identity.clone();
+            self.events.push_back(MemberEvent::Identity(identity));
+        }
+    }
+
+    /// A non-fatal error for the application, once per streak of the same problem `key`.
+    fn report(&mut self, key: String, error: Error) {
+        log::warn!("{error}");
+        if self.reported.as_deref() != Some(key.as_str()) {
+            self.reported = Some(key);
+            self.events.push_back(MemberEvent::Error {
+                error,
+                fatal: false,
+            });
+        }
+    }
+
+    /// The message of a fatal broker error: names the group and the setting to look at.
+    fn fatal_message(&self, api: &str, code: ErrorCode) -> String {
+        let g = self.group();
+        match code {
+            ErrorCode::INVALID_SESSION_TIMEOUT => format!(
+                "group {g}: {api} refused session.timeout.ms={}: it is outside what the broker \
+                 allows (group.min.session.timeout.ms / group.max.session.timeout.ms)",
+                self.cfg.session_timeout.as_millis()
+            ),
+            ErrorCode::INCONSISTENT_GROUP_PROTOCOL => format!(
+                "group {g}: {api}: the group's members support no common assignor: \
+                 partition.assignment.strategy offers {}, the group uses others (or another \
+                 protocol type)",
+                self.assignor_names()
+            ),
+            ErrorCode::INVALID_GROUP_ID => format!("group {g}: {api}: group.id {g:?} is invalid"),
+            ErrorCode::GROUP_AUTHORIZATION_FAILED => format!(
+                "group {g}: {api}: not authorized to access the group (group.id={g}; check the \
+                 ACLs of the consumer's principal)"
+            ),
+            ErrorCode::GROUP_MAX_SIZE_REACHED => format!(
+                "group {g}: {api}: the group already has the maximum number of members the \
+                 broker allows (group.max.size)"
+            ),
+            ErrorCode::FENCED_INSTANCE_ID => format!(
+                "group {g}: {api}: another consumer with group.instance.id={} joined the group \
+                 and fenced this one: every consumer needs its own group.instance.id",
+                self.cfg.instance_id.as_deref().unwrap_or("")
+            ),
+            ErrorCode::UNSUPPORTED_VERSION => format!(
+                "group {g}: {api}: the broker does not support this request version{}",
+                if self.cfg.instance_id.is_some() {
+                    "; unset group.instance.id and retry to see if the problem resolves"
+                } else {
+                    ""
+                }
+            ),
+            c => format!("group {g}: {api} failed with {}", c.name()),
+        }
+    }
+
+    fn fatal(&mut self, error: Error) {
+        log::error!("{error}");
+        self.events
+            .push_back(MemberEvent::Error { error, fatal: true });
+        self.heartbeat = None;
+        self.not_before = None;
+        self.transition(State::Fatal, "fatal error");
+    }
+
+    /// The one way the state changes: checked against the diagram and logged.
+    fn transition(&mut self, to: State, why: &str) {
+        let (from, into) = (self.state.kind(), to.kind());
+        if !legal(from, into) {
+            log::error!(
+                "group {}: illegal member transition {from} -> {into} ({why})",
+                self.group()
+            );
+            if cfg!(test) {
+                panic!("illegal member transition {from} -> {into} ({why})");
+            }
+        }
+        if from != into || into == Kind::AwaitCallback {
+            log::info!(
+                "group {} member {:?} generation {}: {from} -> {into} ({why})",
+                self.group(),
+                self.member_id,
+                self.generation
+            );
+        }
+        self.state = to;
+    }
+}
+
+/// Partitions in the consumer protocol's form: one entry per topic, partitions sorted.
+fn to_wire(parts: &BTreeSet<TopicPartition>) -> Vec<cp::TopicPartition> {
+    let mut out: Vec<cp::TopicPartition> = Vec::new();
+    for tp in parts {
+        match out.last_mut() {
+            Some(last) if last.topic == tp.topic() => last.partitions.push(tp.partition()),
+            _ => out.push(cp::TopicPartition {
+                topic: tp.topic().to_owned(),
+                partitions: vec![tp.partition()],
+            }),
+        }
+    }
+    out
+}
+
+fn from_wire(parts: &[cp::TopicPartition]) -> BTreeSet<TopicPartition> {
+    let mut out = BTreeSet::new();
+    for t in parts {
+        let name: Arc<str> = Arc::from(t.topic.as_str());
+        for p in &t.partitions {
+            out.insert(TopicPartition::new(Arc::clone(&name), *p));
+        }
+    }
+    out
+}
+
+/// A problem with what the group's members or coordinator sent.
+fn protocol_error(message: String) -> Error {
+    Error::new(crate::error::ErrorKind::Protocol, message)
+}
+
+fn millis(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+#[path = "classic_sim.rs"]
+mod classic_sim;
+
+#[cfg(test)]
+#[path = "classic_tests.rs"]
+mod tests;
