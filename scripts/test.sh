@@ -23,6 +23,8 @@ if [[ "$started" == 1 ]]; then
 fi
 echo "test.sh: broker at $KAFKA_BOOTSTRAP"
 
+# The group tests run our consumer in processes of their own (examples/group_member.rs).
+cargo build --release --examples
 cargo test --release --all-targets
 cargo test --release --doc
 # The optional codec builds: libzstd instead of ruzstd, and no codecs at all.

@@ -46,7 +46,6 @@ pub(crate) enum Interest {
     /// A `partitions_for` caller, by id.
     Waiter(u64),
     /// The group member: the topics it (or, as the leader, its group) subscribes to.
-    #[allow(dead_code)] // the member is being wired in
     Group,
 }
 
@@ -76,7 +75,6 @@ struct TopicMeta {
     id: Uuid,
     state: TopicState,
     /// An internal topic (`__consumer_offsets`, `__transaction_state`).
-    #[allow(dead_code)] // read by topic_names
     internal: bool,
 }
 
@@ -219,7 +217,6 @@ impl Cluster {
     }
 
     /// The number of partitions of `topic`, if the metadata describes it.
-    #[allow(dead_code)] // for the group member, being wired in
     pub fn partition_count(&self, topic: &str) -> Option<i32> {
         match &self.topics.get(topic)?.state {
             TopicState::Known(parts) => i32::try_from(parts.len()).ok(),
@@ -228,7 +225,6 @@ impl Cluster {
     }
 
     /// The topics the metadata describes, internal ones left out, sorted by name.
-    #[allow(dead_code)] // for the group member, being wired in
     pub fn topic_names(&self) -> Vec<Arc<str>> {
         let mut v: Vec<Arc<str>> = self
             .topics
@@ -244,7 +240,6 @@ impl Cluster {
 
     /// Asks for (or stops asking for) every topic of the cluster on each refresh; a change
     /// to asking triggers a refresh.
-    #[allow(dead_code)] // for the group member, being wired in
     pub fn set_all_topics(&mut self, all: bool) {
         if all && !self.all_topics {
             self.needed = true;

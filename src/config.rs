@@ -73,6 +73,23 @@ pub struct ConsumerConfig {
     pub(crate) metadata_max_age: Duration,
     pub(crate) connection_setup_timeout: Duration,
     pub(crate) client_rack: String,
+    pub(crate) group_protocol: GroupProtocol,
+    pub(crate) group_instance_id: Option<String>,
+    pub(crate) session_timeout: Duration,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) max_poll_interval: Duration,
+    pub(crate) assignment_strategy: Vec<String>,
+    pub(crate) enable_auto_commit: bool,
+    pub(crate) auto_commit_interval: Duration,
+}
+
+/// Which group protocol a subscribing consumer speaks (`group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GroupProtocol {
+    /// The classic protocol (JoinGroup, SyncGroup, Heartbeat), with client-side assignors
+    /// (`partition.assignment.strategy`). The default, as in the Java client.
+    Classic,
 }
 
 impl ConsumerConfig {
@@ -101,6 +118,14 @@ impl ConsumerConfig {
             metadata_max_age: Duration::from_millis(300_000),
             connection_setup_timeout: Duration::from_millis(10_000),
             client_rack: String::new(),
+            group_protocol: GroupProtocol::Classic,
+            group_instance_id: None,
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            max_poll_interval: Duration::from_millis(300_000),
+            assignment_strategy: vec!["range".to_owned(), "cooperative-sticky".to_owned()],
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_millis(5_000),
         }
     }
 
@@ -129,7 +154,11 @@ impl ConsumerConfig {
     /// (`queued.max.messages.kbytes`, in KiB), `request.timeout.ms` (`socket.timeout.ms`),
     /// `default.api.timeout.ms`, `reconnect.backoff.ms`, `reconnect.backoff.max.ms`,
     /// `retry.backoff.ms`, `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`),
-    /// `socket.connection.setup.timeout.ms`, `client.rack`.
+    /// `socket.connection.setup.timeout.ms`, `client.rack`; for groups: `group.protocol`
+    /// (`classic`), `group.instance.id`, `session.timeout.ms`, `heartbeat.interval.ms`,
+    /// `max.poll.interval.ms`, `partition.assignment.strategy` (comma-separated names
+    /// `range`, `roundrobin`, `cooperative-sticky`, or the Java class names),
+    /// `enable.auto.commit`, `auto.commit.interval.ms`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut ConsumerConfig> {
         let v = value.trim();
         match key {
@@ -189,6 +218,26 @@ impl ConsumerConfig {
                 self.connection_setup_timeout = parse_ms(key, v)?
             }
             "client.rack" => self.client_rack = v.to_owned(),
+            "group.protocol" => {
+                self.group_protocol = match v.to_ascii_lowercase().as_str() {
+                    "classic" => GroupProtocol::Classic,
+                    "consumer" => {
+                        return Err(Error::config(
+                            "group.protocol=consumer (KIP-848) is not supported yet; use group.protocol=classic",
+                        ))
+                    }
+                    _ => return Err(bad(key, v, "classic")),
+                }
+            }
+            "group.instance.id" => {
+                self.group_instance_id = (!v.is_empty()).then(|| v.to_owned())
+            }
+            "session.timeout.ms" => self.session_timeout = parse_ms(key, v)?,
+            "heartbeat.interval.ms" => self.heartbeat_interval = parse_ms(key, v)?,
+            "max.poll.interval.ms" => self.max_poll_interval = parse_ms(key, v)?,
+            "partition.assignment.strategy" => self.assignment_strategy = split_list(v),
+            "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
+            "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
             _ => return Err(Error::config(format!("unknown configuration key `{key}`"))),
         }
         Ok(self)
@@ -325,6 +374,119 @@ impl ConsumerConfig {
         self
     }
 
+    /// Sets `group.protocol`, the protocol [`Consumer::subscribe`](crate::Consumer::subscribe)
+    /// joins the group with.
+    pub fn group_protocol(mut self, p: GroupProtocol) -> Self {
+        self.group_protocol = p;
+        self
+    }
+
+    /// Sets `group.instance.id`: a static member (KIP-345) keeps its partitions through a
+    /// restart within `session.timeout.ms`, and does not leave the group when it closes.
+    pub fn group_instance_id(mut self, id: &str) -> Self {
+        self.group_instance_id = Some(id.to_owned());
+        self
+    }
+
+    /// Sets `session.timeout.ms` (default 45 s): how long the coordinator waits for a
+    /// heartbeat before it removes the member. The broker bounds it
+    /// (`group.min.session.timeout.ms`, `group.max.session.timeout.ms`).
+    pub fn session_timeout(mut self, d: Duration) -> Self {
+        self.session_timeout = saturate(d);
+        self
+    }
+
+    /// Sets `heartbeat.interval.ms` (default 3 s); below `session.timeout.ms`. Heartbeats
+    /// come from the I/O thread, however long the application takes between polls.
+    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
+        self.heartbeat_interval = saturate(d);
+        self
+    }
+
+    /// Sets `max.poll.interval.ms` (default 5 min): a member that does not call `poll` for
+    /// longer leaves the group (its partitions go to others); its next `poll` reports them
+    /// lost and rejoins. Also the rebalance timeout the member gives the coordinator.
+    pub fn max_poll_interval(mut self, d: Duration) -> Self {
+        self.max_poll_interval = saturate(d);
+        self
+    }
+
+    /// Sets `partition.assignment.strategy`: the assignors this member offers, in order of
+    /// preference (`range`, `roundrobin`, `cooperative-sticky`). Default `range,
+    /// cooperative-sticky`, as in the Java client. The group uses the first one every
+    /// member offers; cooperative rebalancing needs every listed assignor to support it.
+    pub fn partition_assignment_strategy(mut self, names: &[&str]) -> Self {
+        self.assignment_strategy = names.iter().map(|n| (*n).to_owned()).collect();
+        self
+    }
+
+    /// Sets `enable.auto.commit` (default true): the consumer commits what `poll` has
+    /// returned every `auto.commit.interval.ms`, before partitions are revoked, and when it
+    /// closes.
+    pub fn enable_auto_commit(mut self, on: bool) -> Self {
+        self.enable_auto_commit = on;
+        self
+    }
+
+    /// Sets `auto.commit.interval.ms` (default 5 s).
+    pub fn auto_commit_interval(mut self, d: Duration) -> Self {
+        self.auto_commit_interval = saturate(d);
+        self
+    }
+
+    /// Checks what subscribing needs: a `group.id` (the settings were checked by
+    /// [`validate`](Self::validate)).
+    pub(crate) fn validate_group(&self) -> Result<()> {
+        if self.group_id.is_none() {
+            return Err(Error::config(
+                "subscribing needs a group.id (set it with ConsumerConfig::group_id or the group.id property)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that the group settings can work together.
+    fn validate_group_settings(&self) -> Result<()> {
+        if self.session_timeout.is_zero() {
+            return Err(Error::config("session.timeout.ms is 0"));
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval >= self.session_timeout {
+            return Err(Error::config(format!(
+                "heartbeat.interval.ms ({} ms) must be above 0 and below session.timeout.ms ({} ms)",
+                self.heartbeat_interval.as_millis(),
+                self.session_timeout.as_millis()
+            )));
+        }
+        if self.max_poll_interval.is_zero() {
+            return Err(Error::config("max.poll.interval.ms is 0"));
+        }
+        if self.enable_auto_commit && self.auto_commit_interval.is_zero() {
+            return Err(Error::config(
+                "auto.commit.interval.ms is 0 with enable.auto.commit=true",
+            ));
+        }
+        self.assignors().map(|_| ())
+    }
+
+    /// The configured assignors, in order.
+    pub(crate) fn assignors(&self) -> Result<Vec<Box<dyn crate::group::assignor::Assignor>>> {
+        if self.assignment_strategy.is_empty() {
+            return Err(Error::config(
+                "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
+            ));
+        }
+        self.assignment_strategy
+            .iter()
+            .map(|name| {
+                crate::group::assignor::assignor_by_name(name).ok_or_else(|| {
+                    Error::config(format!(
+                        "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
+                    ))
+                })
+            })
+            .collect()
+    }
+
     /// Checks that the settings can work together; the error names the setting and why.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.bootstrap.is_empty() {
@@ -362,7 +524,7 @@ impl ConsumerConfig {
         if self.group_id.as_deref() == Some("") {
             return Err(Error::config("group.id is empty"));
         }
-        Ok(())
+        self.validate_group_settings()
     }
 }
 

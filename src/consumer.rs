@@ -28,6 +28,11 @@ use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
 use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
+#[path = "consumer_group.rs"]
+mod group;
+
+use self::group::{GroupState, PendingCallback};
+
 /// How long [`Drop`] waits for the I/O thread to stop.
 const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -208,6 +213,8 @@ pub struct Consumer {
     >,
     /// Asynchronous commits that finished, in order, whose callbacks have not run yet.
     commits_done: VecDeque<(u64, Result<()>)>,
+    /// Group membership (subscribe mode).
+    group: GroupState,
 }
 
 /// `now + timeout`, or `None` (wait for ever) when that is beyond what `Instant` holds.
@@ -241,6 +248,7 @@ impl Consumer {
             stopped: None,
             async_commits: HashMap::new(),
             commits_done: VecDeque::new(),
+            group: GroupState::default(),
         })
     }
 
@@ -272,7 +280,24 @@ impl Consumer {
     /// stay assigned keep their position; new ones start from the group's committed offset
     /// (with a `group.id`) or `auto.offset.reset`, unless you [`seek`](Consumer::seek).
     /// Duplicates are ignored.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] while subscribed to a group (or from inside a
+    /// rebalance callback); [`ErrorKind::Config`] for an invalid partition.
     pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.check_open()?;
+        self.check_not_in_callback("assign")?;
+        if self.subscribed() {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                "assign: the consumer is subscribed to a group; call unsubscribe first",
+            ));
+        }
+        self.set_owned(partitions)
+    }
+
+    /// Makes `partitions` the assignment: the fetcher's, and the one `poll` returns records
+    /// of (by `assign`, or by the group member after a rebalance callback).
+    fn set_owned(&mut self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
         let mut seen = HashSet::new();
         let wanted: Vec<TopicPartition> = partitions
@@ -507,6 +532,30 @@ impl Consumer {
                 }
             }
             Event::CommitDone { id, result } => self.commits_done.push_back((id, result)),
+            Event::Rebalance {
+                token,
+                kind,
+                partitions,
+                owned,
+            } => self.group.pending.push_back(PendingCallback {
+                token,
+                kind,
+                partitions,
+                owned,
+            }),
+            Event::Identity(id) => self.group.identity = Some(id),
+            Event::GroupError { error, fatal } => {
+                if fatal {
+                    self.group.fatal = Some(error.clone());
+                }
+                if !self
+                    .errors
+                    .iter()
+                    .any(|q| q.kind() == error.kind() && q.kafka_code() == error.kafka_code())
+                {
+                    self.errors.push_back(error);
+                }
+            }
             Event::Stopped(e) => {
                 self.stopped.get_or_insert(e);
             }
@@ -570,12 +619,23 @@ impl Consumer {
     /// thread stopped, every call returns [`ErrorKind::Closed`] with the reason.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
         self.check_open()?;
+        self.check_not_in_callback("poll")?;
+        self.io.poll_clock.polled();
         self.take_wakeup()?;
         let deadline = deadline_after(timeout);
+        self.drain();
+        self.maybe_auto_commit()?;
         loop {
             self.drain();
             self.run_commit_callbacks();
             self.check_open()?;
+            self.run_rebalances()?;
+            if let Some(e) = &self.group.fatal {
+                if self.subscribed() {
+                    self.errors.retain(|q| !std::ptr::eq(q, e));
+                    return Err(e.clone());
+                }
+            }
             let records = self.collect();
             if !records.is_empty() {
                 return Ok(records);
@@ -1015,9 +1075,18 @@ impl Consumer {
         if self.closed {
             return Ok(());
         }
+        let deadline = deadline_after(timeout);
+        if self.subscribed() && self.stopped.is_none() && !self.group.in_callback {
+            // Give the partitions up (commit, revoke) and leave within most of the timeout;
+            // stopping the thread gets the rest.
+            let leave_by = Instant::now().checked_add(Self::leave_budget(timeout));
+            if let Err(e) = self.leave_group(leave_by) {
+                log::warn!("leaving the group on close: {e}");
+            }
+            self.group.subscribed = None;
+        }
         self.closed = true;
         self.queue.clear();
-        let deadline = deadline_after(timeout);
         // Asynchronous commits under way finish first (their callbacks run here), as in the
         // Java client, within the same timeout.
         loop {

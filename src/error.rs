@@ -54,6 +54,13 @@ pub enum ErrorKind {
     CommitFailed,
     /// The partition is not assigned to this consumer.
     NotAssigned,
+    /// The call does not fit the consumer's state: `assign` while subscribed (or the
+    /// other way round), or `poll`, `subscribe`, `unsubscribe`, `assign` from inside a
+    /// rebalance callback.
+    InvalidState,
+    /// A [`RebalanceListener`](crate::RebalanceListener) method panicked; the message has
+    /// the panic's text. The rebalance went on as if the method had returned.
+    Listener,
     /// An operating-system I/O error (for example the I/O thread could not start).
     Io,
 }

@@ -39,6 +39,7 @@ mod fuzzing;
 mod group;
 mod io;
 mod link;
+mod listener;
 // With `testing`, the wire format is reachable from the crate's own tests (see below).
 #[cfg_attr(feature = "testing", allow(missing_docs))]
 mod protocol;
@@ -57,12 +58,13 @@ pub mod testing {
     pub use crate::protocol::*;
 }
 
-pub use config::{ConsumerConfig, IsolationLevel, OffsetReset};
+pub use config::{ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset};
 pub use consumer::{
     CommitCallback, Consumer, Metrics, OffsetAndMetadata, OffsetAndTimestamp, PartitionMetrics,
     WakeupHandle,
 };
 pub use error::{Error, ErrorKind, Result};
+pub use listener::{GroupMetadata, RebalanceListener};
 pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
 pub use types::TopicPartition;
 

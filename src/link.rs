@@ -70,7 +70,6 @@ pub(crate) enum Lane {
     /// JoinGroup and SyncGroup, which the coordinator may hold for up to the rebalance
     /// timeout: on a socket of their own, so that commits and heartbeats never wait
     /// behind them (a broker answers one request per connection at a time).
-    #[allow(dead_code)] // for the group member, being wired in
     Join,
 }
 
@@ -112,7 +111,6 @@ pub(crate) enum Owner {
     Coordinator,
     Commits,
     /// The group member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
-    #[allow(dead_code)] // being wired in
     Member,
 }
 

@@ -66,9 +66,6 @@
 //!    a stable member sleeps.
 //! 7. Fatal is final: the error is emitted once and nothing is sent afterwards.
 
-// The I/O loop that drives the member comes next; until then only the tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
@@ -514,11 +511,13 @@ impl ClassicMember {
 
     /// Who commits speak for right now: the generation of the last completed SyncGroup and
     /// the member id (generation -1 when not in a generation).
+    #[cfg(test)]
     pub fn identity(&self) -> Identity {
         self.identity.clone()
     }
 
     /// The partitions the member owns (after the last answered callback), sorted.
+    #[cfg(test)]
     pub fn owned(&self) -> Vec<TopicPartition> {
         self.owned.iter().cloned().collect()
     }

@@ -167,7 +167,6 @@ impl Commits {
 
     /// Who later commits speak for: the member's generation (or epoch) and ids, or an
     /// outsider's. Commits not yet sent go out with it.
-    #[allow(dead_code)] // for the group member, being wired in
     pub fn set_identity(&mut self, identity: Identity) {
         self.identity = identity;
     }
@@ -462,7 +461,7 @@ impl Commits {
             let Some(job) = self.commits.remove(pos) else {
                 return;
             };
-            let e = commit_error(&group, &tp, code);
+            let e = commit_error(&group, &self.identity, &tp, code);
             log::warn!("{e}");
             self.events.push_back(CommitEvent::Committed {
                 id: job.id,
@@ -754,8 +753,21 @@ fn commit_request(
 }
 
 /// The error for a commit the broker refused for good.
-fn commit_error(group: &str, tp: &TopicPartition, code: ErrorCode) -> Error {
+fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: ErrorCode) -> Error {
     let (kind, text) = match code {
+        ErrorCode::REBALANCE_IN_PROGRESS if identity.generation >= 0 => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: group {group} is rebalancing, and its partitions may move; commit in RebalanceListener::on_partitions_revoked (the consumer then still owns them), or after the rebalance with the next poll"
+            ),
+        ),
+        ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION if identity.generation >= 0 => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: this consumer is no longer a member of group {group} in generation {} (it missed its session or max.poll.interval.ms, or the group rebalanced); its partitions may belong to another member now, and the next poll rejoins",
+                identity.generation
+            ),
+        ),
         ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION | ErrorCode::REBALANCE_IN_PROGRESS => (
             ErrorKind::CommitFailed,
             format!(

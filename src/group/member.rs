@@ -13,9 +13,6 @@
 //! 2. `owned` of each callback is exactly the member's assignment once the callback
 //!    returned: the user thread makes it the fetched set.
 
-// The I/O loop and the members that use all of this are being wired in.
-#![allow(dead_code)]
-
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -119,9 +116,7 @@ impl TopicPattern {
                     source: pattern.to_owned(),
                     regex,
                 })
-                .map_err(|e| {
-                    Error::config(format!("invalid topic pattern {pattern:?}: {e}"))
-                })
+                .map_err(|e| Error::config(format!("invalid topic pattern {pattern:?}: {e}")))
         }
         #[cfg(not(feature = "regex"))]
         {
@@ -129,11 +124,6 @@ impl TopicPattern {
                 "topic pattern {pattern:?}: subscribing by pattern needs the `regex` feature"
             )))
         }
-    }
-
-    /// The pattern as given.
-    pub fn as_str(&self) -> &str {
-        &self.source
     }
 
     /// Whether the whole of `topic` matches.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,7 +18,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::chunk::Chunk;
 use crate::fetch::fetcher::SeekTo;
 use crate::fetch::lookup::LookupResult;
-use crate::group::commit::{Committed, CommittedResult};
+use crate::group::commit::{Committed, CommittedResult, Identity};
+use crate::group::member::{CallbackKind, CallbackToken, Subscription};
 use crate::types::{PositionEpoch, TopicPartition};
 
 /// What the user side asks of the I/O thread.
@@ -65,6 +67,16 @@ pub(crate) enum Command {
     },
     /// The caller of request `id` stopped waiting (woken up).
     Cancel(u64),
+    /// Join the group with this subscription (or change it).
+    Subscribe(Subscription),
+    /// The rebalance callback `token` ran on the user thread (its partition changes were
+    /// sent before this, as an `Assign`).
+    CallbackDone(CallbackToken),
+    /// Leave the group (the user thread already gave the partitions up); answered once the
+    /// LeaveGroup is done.
+    Leave { reply: Sender<()> },
+    /// The topics the subscription matches now.
+    SubscribedTopics { reply: Sender<Vec<String>> },
     /// Panic on the I/O thread (tests of the panic path only).
     #[cfg(any(test, feature = "testing"))]
     Panic,
@@ -86,14 +98,55 @@ pub(crate) enum Event {
     },
     /// Asynchronous commit `id` finished.
     CommitDone { id: u64, result: Result<()> },
+    /// Run a rebalance callback for `partitions`, make `owned` the assignment, then send
+    /// [`Command::CallbackDone`].
+    Rebalance {
+        token: CallbackToken,
+        kind: CallbackKind,
+        partitions: Vec<TopicPartition>,
+        owned: Vec<TopicPartition>,
+    },
+    /// The member's generation or ids changed.
+    Identity(Identity),
+    /// A group error for `poll`; `fatal`: the member stopped and will not rejoin.
+    GroupError { error: Error, fatal: bool },
     /// The I/O thread stopped for good (an error or a panic); nothing will follow.
     Stopped(Error),
+}
+
+/// When the application last called `poll`, shared with the I/O thread for
+/// `max.poll.interval.ms`: written on every poll, read when the member's timer is due.
+pub(crate) struct PollClock {
+    base: Instant,
+    /// Nanoseconds from `base` to the last poll.
+    last: AtomicU64,
+}
+
+impl PollClock {
+    fn new() -> PollClock {
+        PollClock {
+            base: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// The application is polling now.
+    pub fn polled(&self) {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.store(nanos, Ordering::Release);
+    }
+
+    /// The last poll (the clock's start before the first).
+    pub fn last(&self) -> Instant {
+        self.base + Duration::from_nanos(self.last.load(Ordering::Acquire))
+    }
 }
 
 /// Handle to the running I/O thread.
 pub(crate) struct IoHandle {
     pub events: Receiver<Event>,
     pub budget: Arc<Budget>,
+    pub poll_clock: Arc<PollClock>,
     commands: Sender<Command>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
@@ -146,6 +199,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
     let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
     let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+    let poll_clock = Arc::new(PollClock::new());
     let mut io = IoLoop::new(
         cfg,
         poll,
@@ -153,6 +207,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         cmd_rx,
         ev_tx.clone(),
         Arc::clone(&budget),
+        Arc::clone(&poll_clock),
     )?;
     let thread = std::thread::Builder::new()
         .name("kafka-consumer".into())
@@ -183,6 +238,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         commands: cmd_tx,
         events: ev_rx,
         budget,
+        poll_clock,
         waker,
         thread: Some(thread),
         done: done_rx,

@@ -39,17 +39,20 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token, Waker};
 
 use self::conn::InFlight;
-pub(crate) use self::handle::{spawn, Command, Event, IoHandle};
+pub(crate) use self::handle::{spawn, Command, Event, IoHandle, PollClock};
 use self::net::{Net, NetEvent};
 use crate::backoff::{Backoff, XorShift};
 use crate::buffer::{Budget, FrameBuf, Pool};
+use crate::cluster::Interest;
 use crate::cluster::{Cluster, ClusterConfig, ClusterEvent};
 use crate::config::{parse_host_port, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
-use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult};
+use crate::group::classic::{ClassicConfig, ClassicMember};
+use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult, Identity};
 use crate::group::coordinator::Coordinator;
+use crate::group::member::{MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::TopicPartition;
 
@@ -68,6 +71,12 @@ struct Replies {
 struct Group {
     coordinator: Coordinator,
     commits: Commits,
+    /// The member, once the application subscribed.
+    member: Option<ClassicMember>,
+    /// What the member subscribes to.
+    subscription: Option<Subscription>,
+    /// Callers of a leave, answered when the member has left.
+    leaving: Vec<Sender<()>>,
 }
 
 struct IoLoop {
@@ -82,6 +91,8 @@ struct IoLoop {
     replies: Replies,
     jitter: XorShift,
     bootstrap: Vec<(String, u16)>,
+    cfg: ConsumerConfig,
+    poll_clock: Arc<PollClock>,
 }
 
 /// A seed for the jitter sources: the clock's nanoseconds.
@@ -100,6 +111,7 @@ impl IoLoop {
         cmd_rx: Receiver<Command>,
         ev_tx: Sender<Event>,
         budget: Arc<Budget>,
+        poll_clock: Arc<PollClock>,
     ) -> Result<IoLoop> {
         let bootstrap = cfg
             .bootstrap
@@ -154,6 +166,9 @@ impl IoLoop {
                 },
                 Box::new(XorShift::new(seed(5))),
             ),
+            member: None,
+            subscription: None,
+            leaving: Vec::new(),
         });
         let net = Net::new(
             poll,
@@ -179,6 +194,8 @@ impl IoLoop {
             replies: Replies::default(),
             jitter: XorShift::new(seed(3)),
             bootstrap,
+            cfg,
+            poll_clock,
         })
     }
 
@@ -212,6 +229,10 @@ impl IoLoop {
                 .handle_timeout(now, &self.links, &mut self.cluster);
             if let Some(g) = &mut self.group {
                 g.commits.handle_timeout(now, &g.coordinator);
+                if let Some(m) = &mut g.member {
+                    m.user_polled(self.poll_clock.last());
+                    m.handle_timeout(now, &mut self.cluster);
+                }
             }
         }
     }
@@ -326,9 +347,85 @@ impl IoLoop {
                 self.replies.committed.remove(&id);
                 self.replies.commits.remove(&id);
             }
+            Command::Subscribe(sub) => self.subscribe(sub, now),
+            Command::CallbackDone(token) => {
+                if let Some(m) = self.group.as_mut().and_then(|g| g.member.as_mut()) {
+                    m.callback_done(token, now);
+                }
+            }
+            Command::Leave { reply } => match self.group.as_mut() {
+                Some(g) => match &mut g.member {
+                    Some(m) => {
+                        g.leaving.push(reply);
+                        m.leave(now);
+                        g.subscription = None;
+                    }
+                    None => {
+                        let _ = reply.send(());
+                    }
+                },
+                None => {
+                    let _ = reply.send(());
+                }
+            },
+            Command::SubscribedTopics { reply } => {
+                let known = self.cluster.topic_names();
+                let topics = self
+                    .group
+                    .as_ref()
+                    .and_then(|g| g.subscription.as_ref())
+                    .map(|s| s.topics(known.iter().map(|t| &**t)))
+                    .unwrap_or_default();
+                let _ = reply.send(topics.into_iter().collect());
+            }
             #[cfg(any(test, feature = "testing"))]
             Command::Panic => panic!("injected by a test"),
             Command::Shutdown => {}
+        }
+    }
+
+    /// Starts (or changes) the group membership.
+    fn subscribe(&mut self, sub: Subscription, now: Instant) {
+        let Some(g) = &mut self.group else {
+            // The user side checks for a group.id before subscribing.
+            return;
+        };
+        // A member that stopped for good is replaced: subscribing again starts over.
+        if g.member.as_ref().is_some_and(ClassicMember::is_fatal) {
+            g.member = None;
+        }
+        if g.member.is_none() {
+            let assignors = match self.cfg.assignors() {
+                Ok(a) => a,
+                Err(e) => {
+                    // Checked by Consumer::new; kept from panicking all the same.
+                    let _ = self.ev_tx.send(Event::GroupError {
+                        error: e,
+                        fatal: true,
+                    });
+                    return;
+                }
+            };
+            let rack = (!self.cfg.client_rack.is_empty()).then(|| self.cfg.client_rack.clone());
+            g.member = Some(ClassicMember::new(
+                ClassicConfig {
+                    instance_id: self.cfg.group_instance_id.clone(),
+                    session_timeout: self.cfg.session_timeout,
+                    rebalance_timeout: self.cfg.max_poll_interval,
+                    heartbeat_interval: self.cfg.heartbeat_interval,
+                    max_poll_interval: self.cfg.max_poll_interval,
+                    assignors,
+                    client_rack: rack,
+                    retry_backoff: Backoff::new(self.cfg.retry_backoff, self.cfg.retry_backoff_max),
+                    request_timeout: self.cfg.request_timeout,
+                },
+                Box::new(XorShift::new(seed(6))),
+            ));
+        }
+        g.subscription = Some(sub.clone());
+        if let Some(m) = &mut g.member {
+            m.user_polled(self.poll_clock.last().max(now));
+            m.subscribe(sub, now);
         }
     }
 
@@ -343,6 +440,21 @@ impl IoLoop {
         self.links.begin_round();
         if let Some(g) = &mut self.group {
             g.coordinator.begin_round();
+            if let Some(m) = &mut g.member {
+                while let Some(t) =
+                    m.poll_transmit(now, &mut self.links, &mut g.coordinator, &mut self.cluster)
+                {
+                    let route = t.route;
+                    match self.net.send(t, now) {
+                        Ok(()) => self.links.on_sent(route),
+                        Err(t) => {
+                            let why =
+                                Failure::Disconnected(format!("{} is not connected", t.route));
+                            m.handle_failure(t.tag.id, &why, now, &mut g.coordinator);
+                        }
+                    }
+                }
+            }
             g.commits
                 .fetch_positions(self.fetcher.take_committed_wanted(now));
             while let Some(t) = g
@@ -475,6 +587,42 @@ impl IoLoop {
             }
         }
         let Some(g) = &mut self.group else { return };
+        if let Some(m) = &mut g.member {
+            while let Some(e) = m.poll_event() {
+                match e {
+                    MemberEvent::Callback {
+                        token,
+                        kind,
+                        partitions,
+                        owned,
+                    } => {
+                        let _ = self.ev_tx.send(Event::Rebalance {
+                            token,
+                            kind,
+                            partitions,
+                            owned,
+                        });
+                    }
+                    MemberEvent::Identity(id) => {
+                        g.commits.set_identity(id.clone());
+                        let _ = self.ev_tx.send(Event::Identity(id));
+                    }
+                    MemberEvent::Error { error, fatal } => {
+                        let _ = self.ev_tx.send(Event::GroupError { error, fatal });
+                    }
+                    MemberEvent::Left => {
+                        for reply in g.leaving.drain(..) {
+                            let _ = reply.send(());
+                        }
+                        if g.subscription.is_none() {
+                            self.cluster.clear_interest(Interest::Group);
+                            self.cluster.set_all_topics(false);
+                            g.commits.set_identity(Identity::outsider());
+                        }
+                    }
+                }
+            }
+        }
         while let Some(e) = g.commits.poll_event() {
             match e {
                 CommitEvent::Committed { id, result } => match self.replies.commits.remove(&id) {
@@ -545,8 +693,21 @@ impl IoLoop {
                     );
                 }
             }
-            // Until the member is wired in, nothing sends as it.
-            Owner::Member => {}
+            Owner::Member => {
+                if let Some(g) = &mut self.group {
+                    if let Some(m) = &mut g.member {
+                        m.handle_response(
+                            id,
+                            f.version,
+                            &body,
+                            now,
+                            &mut self.links,
+                            &mut g.coordinator,
+                            &mut self.cluster,
+                        );
+                    }
+                }
+            }
             Owner::Commits => {
                 if let Some(g) = &mut self.group {
                     g.commits.handle_response(
@@ -572,7 +733,13 @@ impl IoLoop {
                     g.coordinator.handle_failure(tag.id, failure, now);
                 }
             }
-            Owner::Member => {}
+            Owner::Member => {
+                if let Some(g) = &mut self.group {
+                    if let Some(m) = &mut g.member {
+                        m.handle_failure(tag.id, failure, now, &mut g.coordinator);
+                    }
+                }
+            }
             Owner::Commits => {
                 if let Some(g) = &mut self.group {
                     g.commits
@@ -596,6 +763,10 @@ impl IoLoop {
             self.group
                 .as_ref()
                 .and_then(|g| g.commits.poll_timeout(now)),
+            self.group
+                .as_ref()
+                .and_then(|g| g.member.as_ref())
+                .and_then(|m| m.poll_timeout(now)),
             self.net.next_deadline(),
         ]
         .into_iter()

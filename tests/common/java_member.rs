@@ -1,6 +1,7 @@
-//! A Java `KafkaConsumer` as a group member (`scripts/java/GroupMember.java`, see the
-//! comment at its top for the options and the line format): started, then observed
-//! through the events it prints, each kept with the moment it was read.
+//! A group member in a process of its own: a Java `KafkaConsumer`
+//! (`scripts/java/GroupMember.java`, see the comment at its top for the options and the
+//! line format) or ours (`examples/group_member.rs`, which speaks the same lines): started,
+//! then observed through the events it prints, each kept with the moment it was read.
 //!
 //! Partitions are owned from their `assigned` line until their `revoked` or `lost` line,
 //! or until the process ends (a killed member owns nothing, whatever the broker thinks).
@@ -266,8 +267,35 @@ pub fn owned_after(events: &[(Instant, Event)]) -> Owned {
 impl JavaMember {
     /// Starts the member and waits (90 s) for its `ready` line.
     pub fn start(opts: &JavaMemberOptions) -> JavaMember {
+        Self::start_with(super::java("GroupMember"), "java", opts)
+    }
+
+    /// Starts our consumer (`examples/group_member.rs`, built by `cargo test --all-targets`)
+    /// with the same options and waits (90 s) for its `ready` line.
+    pub fn start_ours(opts: &JavaMemberOptions) -> JavaMember {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/<test> -> target/<profile>/examples/group_member
+        let bin = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .map(|dir| dir.join("examples").join("group_member"))
+            .expect("target directory");
+        assert!(
+            bin.exists(),
+            "{} is missing: build it with `cargo build --release --example group_member` (cargo test --all-targets does)",
+            bin.display()
+        );
+        let mut cmd = std::process::Command::new(bin);
+        cmd.env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_default());
+        Self::start_with(cmd, "our", opts)
+    }
+
+    fn start_with(
+        mut cmd: std::process::Command,
+        kind: &str,
+        opts: &JavaMemberOptions,
+    ) -> JavaMember {
         epoch();
-        let mut cmd = super::java("GroupMember");
         let bootstrap = opts
             .bootstrap
             .as_deref()
@@ -309,9 +337,9 @@ impl JavaMember {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start java GroupMember: {e}"));
+            .unwrap_or_else(|e| panic!("cannot start the {kind} group member: {e}"));
         let name = format!(
-            "java member {} ({}) of {}",
+            "{kind} member {} ({}) of {}",
             opts.instance_id.as_deref().unwrap_or("-"),
             child.id(),
             opts.group
