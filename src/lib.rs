@@ -18,8 +18,12 @@
 //! # Ok::<(), kafka_consumer::Error>(())
 //! ```
 //!
-//! Layout (see `docs/architecture.md`): `protocol` (the wire format), `cluster`, `fetch`
-//! and `link` (the sans-IO components: they take time as a parameter and say what to send),
+//! With a `group.id`, [`Consumer::subscribe`] (or [`Consumer::subscribe_with_listener`],
+//! with a [`RebalanceListener`] that runs on your thread inside `poll`) joins a consumer
+//! group with the classic protocol instead of assigning partitions by hand.
+//!
+//! Layout (see `docs/architecture.md`): `protocol` (the wire format), `cluster`, `fetch`,
+//! `group` and `link` (the sans-IO components: they take time as a parameter and say what to send),
 //! `io` (the mio loop that carries it out); the public surface is re-exported here.
 
 #![deny(missing_docs)]

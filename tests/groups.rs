@@ -758,3 +758,47 @@ fn regex_escape(s: &str) -> String {
         })
         .collect()
 }
+
+#[test]
+fn a_panicking_listener_is_an_error_from_poll_and_the_member_goes_on() {
+    use kafka_consumer::{Consumer, ErrorKind, RebalanceListener, TopicPartition};
+
+    struct Panics;
+    impl RebalanceListener for Panics {
+        fn on_partitions_assigned(&mut self, _: &mut Consumer, parts: &[TopicPartition]) {
+            if !parts.is_empty() {
+                panic!("assigned {} partitions and refused them", parts.len());
+            }
+        }
+    }
+    let topic = unique_topic("groups-panic");
+    let group = unique_topic("g-panic");
+    Produce::new(&topic, 2, 20).run();
+    let mut c = consumer(&[
+        ("group.id", &group),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+    ]);
+    c.subscribe_with_listener(&[&topic], Panics).unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let e = loop {
+        match c.poll(Duration::from_millis(200)) {
+            Err(e) => break e,
+            Ok(r) => {
+                assert!(r.is_empty(), "no record before the callback ran");
+                assert!(Instant::now() < deadline, "no error from poll");
+            }
+        }
+    };
+    assert_eq!(e.kind(), ErrorKind::Listener, "{e}");
+    assert!(e.to_string().contains("refused them"), "{e}");
+    // The rebalance went on as if the callback had returned: the partitions are assigned
+    // and their records arrive.
+    let mut n = 0;
+    poll_until(&mut c, LIMIT, "20 records after the panic", |recs| {
+        n += recs.len();
+        n >= 20
+    });
+    assert_eq!(c.assignment().len(), 2);
+    c.close().unwrap();
+}
