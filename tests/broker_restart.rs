@@ -76,3 +76,66 @@ fn consumption_survives_a_broker_restart_without_loss_or_duplicates() {
         assert_eq!(c.position(tp).unwrap(), 10_000);
     }
 }
+
+/// A group whose coordinator (the only broker) restarts: the members find it again, get
+/// their partitions back and consume every record (at least once: what was consumed
+/// after the last commit before the restart may come again).
+#[test]
+fn a_group_survives_its_coordinator_restarting() {
+    use common::java_member::{wait_until, JavaMember, JavaMemberOptions};
+
+    const N: i32 = 4;
+    let broker = OwnBroker::start("restart-group-test", 19492);
+    let topic = unique_topic("restart-group");
+    let group = unique_topic("g-restart");
+    let produce = |start: u64, count: u64| {
+        let mut p = Produce::new(&topic, N, count);
+        p.bootstrap = Some(&broker.bootstrap);
+        p.start = start;
+        p.run();
+    };
+    produce(0, 400);
+    let opts = JavaMemberOptions {
+        bootstrap: Some(broker.bootstrap.clone()),
+        session_timeout_ms: Some(6_000),
+        heartbeat_ms: Some(500),
+        ..JavaMemberOptions::new(&group, &[&topic])
+    };
+    let mut a = JavaMember::start_ours(&opts);
+    let mut b = JavaMember::start_ours(&opts);
+    let limit = Duration::from_secs(90);
+    let consumed = |ms: &[&JavaMember]| {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in ms {
+            for ((_, p), o, _) in m.records() {
+                seen.insert((p, o));
+            }
+        }
+        seen.len()
+    };
+    wait_until(&[&a, &b], "400 records", limit, || {
+        consumed(&[&a, &b]) >= 400
+    });
+    a.send("commit");
+    b.send("commit");
+    std::thread::sleep(Duration::from_secs(1));
+
+    broker.script(&["stop"]);
+    std::thread::sleep(Duration::from_secs(3));
+    broker.script(&["start"]);
+    produce(400, 400);
+    wait_until(&[&a, &b], "800 records after the restart", limit, || {
+        consumed(&[&a, &b]) >= 800
+    });
+    wait_until(
+        &[&a, &b],
+        "both members own partitions again",
+        limit,
+        || {
+            let (x, y) = (a.owned(), b.owned());
+            !x.is_empty() && !y.is_empty() && x.is_disjoint(&y) && x.len() + y.len() == N as usize
+        },
+    );
+    a.close();
+    b.close();
+}

@@ -409,6 +409,46 @@ fn a_commit_on_the_wire_at_its_deadline_times_out_for_its_caller_and_still_goes_
 }
 
 #[test]
+fn a_member_s_commit_refused_by_a_rebalance_or_a_lost_membership_says_what_happened() {
+    for (code, says) in [
+        (ErrorCode::REBALANCE_IN_PROGRESS, "is rebalancing"),
+        (ErrorCode::ILLEGAL_GENERATION, "no longer a member"),
+        (ErrorCode::UNKNOWN_MEMBER_ID, "no longer a member"),
+    ] {
+        let mut r = Rig::new();
+        r.commits.set_identity(Identity {
+            generation: 4,
+            member_id: "m-1".into(),
+            instance_id: None,
+        });
+        r.commit(1, &[(tp("t", 0), 10)], secs(30));
+        let t = r.send();
+        let req = request::<OffsetCommitRequest>(&t);
+        assert_eq!(
+            (req.generation_id_or_member_epoch, req.member_id.as_str()),
+            (4, "m-1"),
+            "the commit speaks for the member"
+        );
+        r.answer_error(&t, code);
+        let ev = r.events();
+        let [CommitEvent::Committed {
+            id: 1,
+            result: Err(e),
+        }] = &ev[..]
+        else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(e.kind(), ErrorKind::CommitFailed, "{code}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(says) && msg.contains("group g"),
+            "{code}: {msg}"
+        );
+        assert!(!msg.contains("manually assigned"), "{msg}");
+    }
+}
+
+#[test]
 fn a_commit_refused_because_the_group_has_members_fails_with_commit_failed() {
     for code in [
         ErrorCode::UNKNOWN_MEMBER_ID,
