@@ -215,6 +215,8 @@ pub struct Consumer {
     commits_done: VecDeque<(u64, Result<()>)>,
     /// Group membership (subscribe mode).
     group: GroupState,
+    /// While closing: no blocking call may wait past this.
+    close_deadline: Option<Instant>,
 }
 
 /// `now + timeout`, or `None` (wait for ever) when that is beyond what `Instant` holds.
@@ -249,6 +251,7 @@ impl Consumer {
             async_commits: HashMap::new(),
             commits_done: VecDeque::new(),
             group: GroupState::default(),
+            close_deadline: None,
         })
     }
 
@@ -546,7 +549,9 @@ impl Consumer {
             Event::Identity(id) => self.group.identity = Some(id),
             Event::GroupError { error, fatal } => {
                 if fatal {
-                    self.group.fatal = Some(error.clone());
+                    // Returned by every poll while subscribed (see `poll`).
+                    self.group.fatal = Some(error);
+                    return;
                 }
                 if !self
                     .errors
@@ -632,7 +637,6 @@ impl Consumer {
             self.run_rebalances()?;
             if let Some(e) = &self.group.fatal {
                 if self.subscribed() {
-                    self.errors.retain(|q| !std::ptr::eq(q, e));
                     return Err(e.clone());
                 }
             }
@@ -747,7 +751,13 @@ impl Consumer {
         self.check_open()?;
         self.take_wakeup()?;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let deadline = deadline_after(self.cfg.default_api_timeout);
+        let deadline = match (
+            deadline_after(self.cfg.default_api_timeout),
+            self.close_deadline,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let id = self.next_request;
         self.next_request += 1;
         // The I/O thread answers by the deadline; allow a little slack for the hand-off.
@@ -1076,6 +1086,8 @@ impl Consumer {
             return Ok(());
         }
         let deadline = deadline_after(timeout);
+        // Commits and the leave below may take most of the timeout, not more.
+        self.close_deadline = Instant::now().checked_add(Self::leave_budget(timeout));
         if self.subscribed() && self.stopped.is_none() && !self.group.in_callback {
             // Give the partitions up (commit, revoke) and leave within most of the timeout;
             // stopping the thread gets the rest.
@@ -1084,6 +1096,10 @@ impl Consumer {
                 log::warn!("leaving the group on close: {e}");
             }
             self.group.subscribed = None;
+        } else if self.stopped.is_none() && !self.group.in_callback {
+            // Manually assigned partitions: commit what poll returned (auto-commit), as
+            // the Java client does on close.
+            self.auto_commit_sync("on close");
         }
         self.closed = true;
         self.queue.clear();

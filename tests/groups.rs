@@ -98,6 +98,15 @@ fn wait_consumed(members: &[&JavaMember], n: i32, count: u64) {
     });
 }
 
+/// Writes records `start..start + count` of a topic of `n` partitions (TestProducer).
+fn produce(topic: &str, n: i32, start: u64, count: u64) {
+    Produce {
+        start,
+        ..Produce::new(topic, n, count)
+    }
+    .run();
+}
+
 // ----- membership -----------------------------------------------------------------------
 
 #[test]
@@ -136,11 +145,7 @@ fn three_members_share_12_partitions_through_joins_a_close_and_a_kill() {
 
     // b is killed: nothing is said to the group; its partitions move after the session
     // timeout.
-    Produce {
-        start: 1200,
-        ..Produce::new(&topic, N, 1200)
-    }
-    .run();
+    produce(&topic, N, 1200, 1200);
     wait_consumed(&[&a, &b, &c], N, 2400);
     let killed = Instant::now();
     b.kill();
@@ -156,11 +161,7 @@ fn three_members_share_12_partitions_through_joins_a_close_and_a_kill() {
         moved >= Duration::from_secs(3),
         "b's partitions moved after {moved:?}, before its session could expire"
     );
-    Produce {
-        start: 2400,
-        ..Produce::new(&topic, N, 600)
-    }
-    .run();
+    produce(&topic, N, 2400, 600);
     wait_consumed(&[&a, &b, &c], N, 3000);
     // Each member committed in on_partitions_revoked; b was killed, so what it consumed
     // after its last commit may come again: at least once.
@@ -216,11 +217,7 @@ fn a_member_that_sleeps_past_the_session_timeout_keeps_its_partitions_but_not_pa
         },
     );
     wait_owners(&[&a, &b], &topic, N, true, "a rejoined and consumes again");
-    Produce {
-        start: 40,
-        ..Produce::new(&topic, N, 40)
-    }
-    .run();
+    produce(&topic, N, 40, 40);
     wait_consumed(&[&a, &b], N, 80);
     let after_rejoin: usize = a
         .records()
@@ -246,11 +243,7 @@ fn with_commits_in_on_partitions_revoked_every_record_is_consumed_under_churn() 
         let topic = topic.clone();
         std::thread::spawn(move || {
             for b in 1..BATCHES {
-                Produce {
-                    start: b * PER_BATCH,
-                    ..Produce::new(&topic, N, PER_BATCH)
-                }
-                .run();
+                produce(&topic, N, b * PER_BATCH, PER_BATCH);
                 std::thread::sleep(Duration::from_millis(500));
             }
         })
@@ -315,11 +308,7 @@ fn with_cooperative_sticky_partitions_that_stay_are_never_revoked_and_keep_flowi
     // A third member joins while records flow: a's remaining partitions that stay keep
     // being delivered throughout.
     let c = JavaMember::start_ours(&opts);
-    Produce {
-        start: 60,
-        ..Produce::new(&topic, N, 600)
-    }
-    .run();
+    produce(&topic, N, 60, 600);
     wait_split(&[&a, &b, &c], &topic, N, true, "a, b and c split");
     wait_consumed(&[&a, &b, &c], N, 660);
     let still = a.owned();
@@ -363,11 +352,7 @@ fn a_commit_made_in_on_partitions_revoked_is_where_the_next_owner_starts() {
             "a committed {p:?} in its revoke callback"
         );
     }
-    Produce {
-        start: 200,
-        ..Produce::new(&topic, N, 20)
-    }
-    .run();
+    produce(&topic, N, 200, 20);
     wait_consumed(&[&a, &b], N, 220);
     // b's first record of its partition is the committed offset, not earlier.
     for ((_, _p), offset, _) in b.records() {
@@ -453,11 +438,7 @@ fn interop(assignor: &str, java_first: bool) {
     // The leader leaves: the others go on, one of them leading now.
     first.close();
     wait_split(&[&second, &third], &topic, N, true, "two members split 6");
-    Produce {
-        start: 600,
-        ..Produce::new(&topic, N, 120)
-    }
-    .run();
+    produce(&topic, N, 600, 120);
     wait_consumed(&[&first, &second, &third], N, 720);
     assert_all_consumed(&[&first, &second, &third], N, 720, true);
     third.close();
@@ -703,11 +684,7 @@ fn auto_commit_commits_what_poll_returned_and_close_leaves_the_group() {
         Duration::from_secs(20),
         |o| o.len() == 1,
     );
-    Produce {
-        start: 30,
-        ..Produce::new(&topic, 1, 1)
-    }
-    .run();
+    produce(&topic, 1, 30, 1);
     java.wait_records(31 - n, LIMIT);
     let first = java.records().first().map(|r| r.1);
     assert_eq!(

@@ -89,6 +89,7 @@ use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::sync_group::{
     SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
 };
+use crate::protocol::api::Api;
 use crate::protocol::consumer_protocol::{
     self as cp, is_empty_payload, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
     PROTOCOL_TYPE,
@@ -838,16 +839,7 @@ impl ClassicMember {
             }
         );
         self.transition(State::AwaitJoin { id, route }, "JoinGroup sent");
-        Some(Transmit::new(
-            route,
-            &req,
-            v,
-            Tag {
-                owner: Owner::Member,
-                id,
-            },
-            self.join_timeout(),
-        ))
+        Some(member_transmit(route, &req, v, id, self.join_timeout()))
     }
 
     fn join_timeout(&self) -> Duration {
@@ -1219,16 +1211,7 @@ impl ClassicMember {
             generation,
             req.assignments.len()
         );
-        Some(Transmit::new(
-            route,
-            &req,
-            v,
-            Tag {
-                owner: Owner::Member,
-                id,
-            },
-            timeout,
-        ))
+        Some(member_transmit(route, &req, v, id, timeout))
     }
 
     fn on_sync(&mut self, resp: SyncGroupResponse, now: Instant, coordinator: &mut Coordinator) {
@@ -1644,14 +1627,11 @@ impl ClassicMember {
             member_id: self.member_id.clone(),
         });
         self.heartbeat_due = Some(now + self.cfg.heartbeat_interval);
-        Some(Transmit::new(
+        Some(member_transmit(
             route,
             &req,
             v,
-            Tag {
-                owner: Owner::Member,
-                id,
-            },
+            id,
             self.cfg.request_timeout,
         ))
     }
@@ -1773,14 +1753,11 @@ impl ClassicMember {
             job.member_id,
             job.reason
         );
-        Some(Transmit::new(
+        Some(member_transmit(
             route,
             &req,
             v,
-            Tag {
-                owner: Owner::Member,
-                id,
-            },
+            id,
             self.cfg.request_timeout,
         ))
     }
@@ -2009,6 +1986,20 @@ fn from_wire(parts: &[cp::TopicPartition]) -> BTreeSet<TopicPartition> {
 /// A problem with what the group's members or coordinator sent.
 fn protocol_error(message: String) -> Error {
     Error::new(crate::error::ErrorKind::Protocol, message)
+}
+
+/// A request of the member's, tagged so that its answer comes back here.
+fn member_transmit<A: Api>(route: Route, req: &A, v: i16, id: u64, timeout: Duration) -> Transmit {
+    Transmit::new(
+        route,
+        req,
+        v,
+        Tag {
+            owner: Owner::Member,
+            id,
+        },
+        timeout,
+    )
 }
 
 fn millis(d: Duration) -> i32 {
