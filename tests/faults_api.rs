@@ -1002,3 +1002,42 @@ fn a_coordinator_that_never_answers_times_commit_sync_out_at_default_api_timeout
     );
     assert!(e.to_string().contains("node 0"), "{e}");
 }
+
+// ----- groups ------------------------------------------------------------------------------
+
+/// GROUP_AUTHORIZATION_FAILED: the broker does not let this client use the group.
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+
+#[test]
+fn subscribing_to_a_group_the_client_may_not_use_is_an_error_from_poll_naming_the_group() {
+    let fake = FakeCluster::start(1, move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        FIND_COORDINATOR => Reply::Send(find_coordinator(
+            r,
+            GROUP_AUTHORIZATION_FAILED,
+            0,
+            r.ports[0],
+        )),
+        _ => Reply::Close,
+    });
+    let mut c = Consumer::new(config(&fake.addr(0)).group_id("secret-group")).unwrap();
+    c.subscribe(&["t"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let e = loop {
+        match c.poll(Duration::from_millis(200)) {
+            Err(e) => break e,
+            Ok(r) => {
+                assert!(r.is_empty());
+                assert!(Instant::now() < deadline, "no error from poll");
+            }
+        }
+    };
+    assert_eq!(e.kafka_code(), Some(GROUP_AUTHORIZATION_FAILED), "{e}");
+    assert!(e.to_string().contains("secret-group"), "{e}");
+    // Discovery is retried with a backoff, not in a loop.
+    let before = fake.count(FIND_COORDINATOR);
+    std::thread::sleep(Duration::from_secs(2));
+    let during = fake.count(FIND_COORDINATOR) - before;
+    assert!(during <= 5, "{during} FindCoordinator requests in 2 s");
+    c.close().unwrap();
+}

@@ -779,3 +779,32 @@ fn a_panicking_listener_is_an_error_from_poll_and_the_member_goes_on() {
     assert_eq!(c.assignment().len(), 2);
     c.close().unwrap();
 }
+
+#[test]
+fn a_stable_member_s_io_thread_is_idle_between_heartbeats_even_when_the_user_does_not_poll() {
+    let topic = unique_topic("groups-idle");
+    let group = unique_topic("g-idle");
+    Produce::new(&topic, 2, 10).run();
+    let cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
+        .group_id(&group)
+        .auto_offset_reset(kafka_consumer::OffsetReset::Earliest)
+        .session_timeout(Duration::from_secs(6))
+        .heartbeat_interval(Duration::from_millis(500));
+    let (mut c, io) = IoThread::of(cfg);
+    c.subscribe(&[&topic]).unwrap();
+    let mut n = 0;
+    poll_until(&mut c, LIMIT, "the 10 records", |recs| {
+        n += recs.len();
+        n >= 10
+    });
+    // Heartbeats every 500 ms and fetch long-polls: nothing else.
+    let busy = io.busy_fraction_over(Duration::from_secs(3));
+    assert!(
+        busy < 0.05,
+        "the I/O thread used {:.1} % of a core",
+        busy * 100.0
+    );
+    // Still a member after not polling for those 3 s.
+    assert_eq!(c.assignment().len(), 2);
+    c.close().unwrap();
+}
