@@ -1,4 +1,4 @@
-//! read_committed filtering of aborted transactions (protocol.md §8.6, Java `CompletedFetch`).
+//! read_committed filtering of aborted transactions (as the Java client's `CompletedFetch` does).
 //!
 //! A read_committed fetch response lists the aborted transactions that overlap its data as
 //! `(producerId, firstOffset)` pairs. [`AbortedFilter`] walks the partition's batches in order

@@ -1,7 +1,8 @@
 //! Record batches (magic 2): batch framing, decompression, records, headers, control records.
 //!
-//! A fetched partition's `Records` field is a concatenation of record batches
-//! (protocol.md §8.4). Decoding happens in three lazy, allocation-free steps:
+//! A fetched partition's `Records` field is a concatenation of record batches (Kafka's
+//! record batch format v2, `DefaultRecordBatch` in the Java client). Decoding happens in
+//! three lazy, allocation-free steps:
 //!
 //! ```text
 //!  record set ──BatchIter──▶ RawBatch { header, records } ──decompress (if compressed)──▶ bytes
@@ -117,7 +118,7 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
-/// The fixed 61-byte header of a magic-2 record batch (protocol.md §8.4), field by field.
+/// The fixed 61-byte header of a magic-2 record batch (Kafka's `DefaultRecordBatch` layout), field by field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BatchHeader {
     /// Offset of the first record (before compaction).
@@ -230,7 +231,7 @@ pub struct HeaderIter<'a> {
     remaining: u32,
 }
 
-/// The marker a control record carries (protocol.md §8.6).
+/// The marker a control record carries (Kafka's `ControlRecordType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ControlType {
