@@ -107,6 +107,18 @@ fn produce(topic: &str, n: i32, start: u64, count: u64) {
     .run();
 }
 
+/// Every partition `m` was ever told to give up (revoked, not lost).
+fn revoked_from(m: &JavaMember) -> Owned {
+    m.events()
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Revoked { partitions, .. } => Some(partitions.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 // ----- membership -----------------------------------------------------------------------
 
 #[test]
@@ -289,15 +301,7 @@ fn with_cooperative_sticky_partitions_that_stay_are_never_revoked_and_keep_flowi
     let kept = a.owned();
     assert_eq!(kept.len(), 3);
     // a gave up exactly what b got, and nothing else.
-    let revoked: Owned = a
-        .events()
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Event::Revoked { partitions, .. } => Some(partitions.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let revoked = revoked_from(&a);
     assert_eq!(
         revoked,
         b.owned(),
@@ -312,12 +316,32 @@ fn with_cooperative_sticky_partitions_that_stay_are_never_revoked_and_keep_flowi
     wait_split(&[&a, &b, &c], &topic, N, true, "a, b and c split");
     wait_consumed(&[&a, &b, &c], N, 660);
     let still = a.owned();
-    for e in a.events() {
-        if let Event::Revoked { partitions, .. } = e.1 {
-            for p in &partitions {
-                assert!(!still.contains(p), "{p:?} was revoked from a yet a owns it");
-            }
-        }
+    let revoked = revoked_from(&a);
+    assert!(
+        revoked.is_disjoint(&still),
+        "a partition a kept was revoked\n{}",
+        a.describe()
+    );
+    // The partitions a owned throughout were delivered to a, new records included (the
+    // first 60 records are offsets 0..10 of each partition).
+    let throughout: Owned = kept.intersection(&still).cloned().collect();
+    assert!(
+        !throughout.is_empty(),
+        "a kept some partitions\n{}",
+        a.describe()
+    );
+    for p in &throughout {
+        let newest = a
+            .records()
+            .iter()
+            .filter(|(q, _, _)| q == p)
+            .map(|(_, o, _)| *o)
+            .max();
+        assert!(
+            newest.is_some_and(|o| o >= 10),
+            "a kept {p:?} but did not get its new records\n{}",
+            a.describe()
+        );
     }
     assert_all_consumed(&[&a, &b, &c], N, 660, true);
     a.close();

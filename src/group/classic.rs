@@ -607,27 +607,21 @@ impl ClassicMember {
                 .as_ref()
                 .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id)) =>
             {
-                let job = self.leave.take().expect("checked");
-                let (_, route) = job.sent.expect("checked");
-                match links.decode::<LeaveGroupRequest>(route, version, body, now) {
-                    Ok(resp) => match resp.error_for(&job.member_id, version) {
-                        Ok(0) => log::info!(
-                            "group {}: member {} left the group",
-                            self.group(),
-                            job.member_id
-                        ),
-                        Ok(c) => log::info!(
-                            "group {}: LeaveGroup for member {}: {}",
-                            self.group(),
-                            job.member_id,
-                            ErrorCode::from_code(c)
-                        ),
-                        Err(e) => log::info!("group {}: LeaveGroup: {e}", self.group()),
-                    },
-                    Err(e) => log::info!("group {}: LeaveGroup: {e}", self.group()),
-                }
-                if job.for_user {
-                    self.events.push_back(MemberEvent::Left);
+                if let Some((member_id, (_, route))) = self
+                    .leave
+                    .as_ref()
+                    .and_then(|j| Some((j.member_id.clone(), j.sent?)))
+                {
+                    let outcome = match links.decode::<LeaveGroupRequest>(route, version, body, now)
+                    {
+                        Ok(resp) => match resp.error_for(&member_id, version) {
+                            Ok(0) => "left the group".to_owned(),
+                            Ok(c) => format!("answered {}", ErrorCode::from_code(c)),
+                            Err(e) => format!("answered {e}"),
+                        },
+                        Err(e) => format!("malformed answer: {e}"),
+                    };
+                    self.end_leave(&outcome);
                 }
             }
             _ => log::debug!(
@@ -670,16 +664,8 @@ impl ClassicMember {
                 .as_ref()
                 .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id)) =>
             {
-                let job = self.leave.take().expect("checked");
                 coordinator.mark_unknown(&format!("LeaveGroup: {failure}"), now);
-                log::info!(
-                    "group {}: LeaveGroup for member {}: {failure}",
-                    self.group(),
-                    job.member_id
-                );
-                if job.for_user {
-                    self.events.push_back(MemberEvent::Left);
-                }
+                self.end_leave(&format!("failed: {failure}"));
             }
             _ => {}
         }
@@ -696,15 +682,7 @@ impl ClassicMember {
             .as_ref()
             .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
         {
-            let job = self.leave.take().expect("checked");
-            log::info!(
-                "group {}: LeaveGroup for member {} not sent within request.timeout.ms",
-                self.group(),
-                job.member_id
-            );
-            if job.for_user {
-                self.events.push_back(MemberEvent::Left);
-            }
+            self.end_leave("not sent within request.timeout.ms");
         }
         if self.member_active() && self.poll_expired.is_none() {
             if let Some(last) = self.last_poll {
@@ -1717,29 +1695,14 @@ impl ClassicMember {
         }
         let Some(node) = coordinator.node() else {
             // As Java: no LeaveGroup while the coordinator is unknown.
-            let job = self.leave.take().expect("checked");
-            log::info!(
-                "group {}: member {} does not send LeaveGroup: the coordinator is unknown",
-                self.group(),
-                job.member_id
-            );
-            if job.for_user {
-                self.events.push_back(MemberEvent::Left);
-            }
+            self.end_leave("not sent: the coordinator is unknown");
             return None;
         };
         let route = Route::node(node, Lane::Group);
         let versions = links.ready(route, now)?;
         let Some(v) = versions.pick::<LeaveGroupRequest>() else {
-            let job = self.leave.take().expect("checked");
-            log::warn!(
-                "group {}: {}",
-                self.group(),
-                versions.unsupported::<LeaveGroupRequest>(route.peer)
-            );
-            if job.for_user {
-                self.events.push_back(MemberEvent::Left);
-            }
+            let why = versions.unsupported::<LeaveGroupRequest>(route.peer);
+            self.end_leave(&format!("not sent: {why}"));
             return None;
         };
         let id = self.take_id();
@@ -1934,6 +1897,22 @@ impl ClassicMember {
     }
 
     /// The one way the state changes: checked against the diagram and logged.
+    /// The LeaveGroup under way is over (`outcome` says how): a leave the user asked for
+    /// is done.
+    fn end_leave(&mut self, outcome: &str) {
+        let Some(job) = self.leave.take() else {
+            return;
+        };
+        log::info!(
+            "group {}: LeaveGroup for member {}: {outcome}",
+            self.group(),
+            job.member_id
+        );
+        if job.for_user {
+            self.events.push_back(MemberEvent::Left);
+        }
+    }
+
     fn transition(&mut self, to: State, why: &str) {
         let (from, into) = (self.state.kind(), to.kind());
         if !legal(from, into) {

@@ -24,23 +24,6 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-/// What the simulated brokers speak: the consumer's APIs and the classic group's.
-fn versions() -> Versions {
-    Versions::new([
-        (1, 4, 18),
-        (2, 1, 11),
-        (3, 1, 13),
-        (8, 2, 9),
-        (9, 1, 9),
-        (10, 0, 6),
-        (11, 0, 9),
-        (12, 0, 4),
-        (13, 0, 5),
-        (14, 0, 5),
-        (18, 0, 4),
-    ])
-}
-
 fn range() -> Vec<Box<dyn Assignor>> {
     vec![Box::new(Range)]
 }
@@ -199,7 +182,7 @@ impl Rig {
                 sim::jitter(100 + i as u32),
             ),
             alive: true,
-            versions: versions(),
+            versions: sim::all_versions(),
             pending: None,
             callbacks: Vec::new(),
             errors: Vec::new(),
