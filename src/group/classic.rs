@@ -327,6 +327,7 @@ impl ClassicMember {
             generation: UNKNOWN_GENERATION_ID,
             member_id: String::new(),
             instance_id: cfg.instance_id.clone(),
+            consumer_protocol: false,
         };
         ClassicMember {
             cfg,
@@ -1262,6 +1263,7 @@ impl ClassicMember {
             generation: self.generation,
             member_id: self.member_id.clone(),
             instance_id: self.cfg.instance_id.clone(),
+            consumer_protocol: false,
         });
         let assignment = match ConsumerProtocolAssignment::decode(payload) {
             Ok(a) => a,
@@ -1522,6 +1524,7 @@ impl ClassicMember {
             generation: UNKNOWN_GENERATION_ID,
             member_id: self.member_id.clone(),
             instance_id: self.cfg.instance_id.clone(),
+            consumer_protocol: false,
         }
     }
 

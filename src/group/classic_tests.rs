@@ -1501,7 +1501,8 @@ fn heartbeat_unknown_member_id_and_illegal_generation_lose_the_partitions() {
                 &Identity {
                     generation: -1,
                     member_id: member_after.to_owned(),
-                    instance_id: None
+                    instance_id: None,
+                    consumer_protocol: false,
                 }
             );
         }

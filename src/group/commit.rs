@@ -77,6 +77,10 @@ pub(crate) struct Identity {
     pub generation: i32,
     pub member_id: String,
     pub instance_id: Option<String>,
+    /// The member speaks the KIP-848 consumer protocol: `generation` is its member epoch,
+    /// offset fetches carry the member id and epoch, and STALE_MEMBER_EPOCH means the
+    /// epoch moved on (see `Commits`).
+    pub consumer_protocol: bool,
 }
 
 impl Identity {
@@ -86,6 +90,7 @@ impl Identity {
             generation: -1,
             member_id: String::new(),
             instance_id: None,
+            consumer_protocol: false,
         }
     }
 }

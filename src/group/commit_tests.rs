@@ -420,6 +420,7 @@ fn a_member_s_commit_refused_by_a_rebalance_or_a_lost_membership_says_what_happe
             generation: 4,
             member_id: "m-1".into(),
             instance_id: None,
+            consumer_protocol: false,
         });
         r.commit(1, &[(tp("t", 0), 10)], secs(30));
         let t = r.send();
