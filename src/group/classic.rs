@@ -1971,7 +1971,7 @@ fn protocol_error(message: String) -> Error {
 }
 
 /// A request of the member's, tagged so that its answer comes back here.
-fn member_transmit<A: Api>(route: Route, req: &A, v: i16, id: u64, timeout: Duration) -> Transmit {
+pub(crate) fn member_transmit<A: Api>(route: Route, req: &A, v: i16, id: u64, timeout: Duration) -> Transmit {
     Transmit::new(
         route,
         req,
@@ -1984,7 +1984,7 @@ fn member_transmit<A: Api>(route: Route, req: &A, v: i16, id: u64, timeout: Dura
     )
 }
 
-fn millis(d: Duration) -> i32 {
+pub(crate) fn millis(d: Duration) -> i32 {
     i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
 }
 

@@ -126,6 +126,11 @@ impl TopicPattern {
         }
     }
 
+    /// The pattern as the application gave it.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Whether the whole of `topic` matches.
     pub fn matches(&self, topic: &str) -> bool {
         #[cfg(feature = "regex")]

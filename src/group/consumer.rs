@@ -1,0 +1,1490 @@
+//! The KIP-848 consumer group protocol's member (`group.protocol=consumer`): one request,
+//! ConsumerGroupHeartbeat, carries joining, liveness, acknowledgements and leaving; the
+//! broker computes the assignment and the member reconciles towards it, one step at a time.
+//! Behaves as the Java client's `ConsumerMembershipManager`, with its state names. Sans-IO:
+//! the I/O loop drives it with the clock as a parameter, carries out its [`Transmit`]s and
+//! hands back the answers; every change of the assignment goes to the user thread as a
+//! [`MemberEvent::Callback`] (see `member.rs`).
+//!
+//! ```text
+//!                  subscribe                    epoch > 0, target == owned
+//!  Unsubscribed ─────────────▶ Joining ─────────────────────────────────────────▶ Stable
+//!       ▲                        │ ▲  target != owned                           │ ▲  │
+//!       │                        ▼ │                                             │ │  │ a new
+//!       │               ┌──── Reconciling ◀───────────────────────────────────────┘ │  │ target
+//!       │               │        │  Revoked(owned − target) ─token─▶                 │  │
+//!       │               │        │  Assigned(target − owned) ─token─▶ owned = target  │  │
+//!       │               │        ▼                                                   │  │
+//!       │               │   Acknowledging ── heartbeat (carries owned) sent ─────────┘  │
+//!       │               │        (back to Reconciling if the target moved meanwhile) ◀─┘
+//!       │               │
+//!       │   FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID (from Joining, Reconciling, Acknowledging,
+//!       │   Stable) ──▶ Fenced ── Lost(owned) ─token─▶ Joining (epoch 0, same member id)
+//!       │
+//!       │  leave() (unsubscribe, close): PrepareLeaving ─▶ Leaving ── heartbeat with epoch
+//!       └─────────────────────── -1 (-2 for a static member) answered, failed or not sent ─┘
+//!
+//!   max.poll.interval.ms without a poll: PrepareLeaving ─▶ Leaving ─▶ Stale, Lost(owned);
+//!   the next poll rejoins (Stale ─▶ Joining).
+//!   any state ── fatal error (authorization, assignor, regex, group size, ...) ──▶ Fatal
+//! ```
+//!
+//! Heartbeats follow the Java client's rules (protocol reference 1.5, 1.6): the first one
+//! and every acknowledgement go out at once, the others every `HeartbeatIntervalMs` the
+//! coordinator asked for; a field that did not change since the last heartbeat is sent as
+//! null, except in a full request (joining, and the first one after any error or lost
+//! answer), which carries everything.
+//!
+//! Invariants:
+//! 1. At most one regular heartbeat is in flight (a leave may go beside it). Only the
+//!    answer to the heartbeat the member still waits for is applied, and only if it was
+//!    sent since the last rejoin or leave (`joins`): an answer from before is dropped, so a
+//!    late answer never brings back an old epoch.
+//! 2. The epoch is never negative outside a leave heartbeat: a success answer with a
+//!    negative epoch is ignored.
+//! 3. `owned` (the partitions the heartbeats report) changes only when a reconciliation
+//!    completes (after its Assigned callback came back), and is cleared on fencing and
+//!    leaving. So a heartbeat never drops a partition from what it reports before the
+//!    Revoked callback for it returned (and auto-commit ran before that callback): the
+//!    broker cannot move a partition whose offsets are not yet committed.
+//! 4. The member owns nothing outside its target plus what awaits revocation: a Revoked
+//!    callback always comes before the Assigned one, and both before `owned` changes.
+//! 5. One reconciliation at a time, and at most one callback outstanding; a newer target
+//!    that arrives meanwhile is reconciled after the running one was acknowledged. A
+//!    reconciliation that a fencing or leave overtook is dropped, and its partitions are
+//!    reported lost instead.
+//! 6. A topic id the metadata cannot name yet stays in the target, pending: it is neither
+//!    revoked nor taken; the member asks for metadata and reconciles once it is named.
+//! 7. Every retry waits (a growing backoff), and `poll_timeout` never names a passed
+//!    instant; a stable member sleeps between heartbeats.
+//! 8. Fatal is final: the error is emitted once and nothing is sent afterwards.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::{Backoff, Jitter, Retry};
+use crate::cluster::{Cluster, Interest};
+use crate::error::Error;
+use crate::group::classic::{member_transmit, millis};
+use crate::group::commit::Identity;
+use crate::group::coordinator::Coordinator;
+use crate::group::member::{CallbackKind, CallbackToken, MemberEvent, Subscription};
+use crate::link::{Failure, Lane, Links, Route, Transmit};
+use crate::protocol::api::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
+    JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::message::Uuid;
+use crate::types::TopicPartition;
+
+/// How often UNRELEASED_INSTANCE_ID is retried before it is fatal: right after a static
+/// member's restart the broker may still hold the old incarnation for a moment.
+const UNRELEASED_INSTANCE_RETRIES: u32 = 3;
+
+/// The heartbeat interval until the coordinator names one (the broker's default).
+const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What the member needs from the configuration.
+pub(crate) struct ConsumerMemberConfig {
+    /// `group.instance.id` (static membership).
+    pub instance_id: Option<String>,
+    /// `max.poll.interval.ms`: the rebalance timeout sent, and the poll deadline.
+    pub max_poll_interval: Duration,
+    /// `group.remote.assignor` (None: the broker's default).
+    pub remote_assignor: Option<String>,
+    /// `client.rack`, sent as the rack id.
+    pub client_rack: Option<String>,
+    /// `retry.backoff.ms` .. `retry.backoff.max.ms`.
+    pub retry_backoff: Backoff,
+    /// `request.timeout.ms`: a leave not sent by then is given up.
+    pub request_timeout: Duration,
+}
+
+/// The member's states, as the Java client names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// No subscription; nothing is sent.
+    Unsubscribed,
+    /// Sends full heartbeats with epoch 0 until the coordinator gives an epoch.
+    Joining,
+    /// The target differs from what the member owns: callbacks run, one step at a time.
+    Reconciling,
+    /// A reconciliation completed: the next heartbeat (sent at once) reports it.
+    Acknowledging,
+    /// Owns its target; heartbeats on the interval.
+    Stable,
+    /// The coordinator fenced the member: its partitions are lost, then it rejoins.
+    Fenced,
+    /// About to leave (the callbacks of the leave have run on the user thread).
+    PrepareLeaving,
+    /// The leave heartbeat (epoch -1 or -2) is to be sent or in flight.
+    Leaving,
+    /// Left because the application did not poll within `max.poll.interval.ms`; the next
+    /// poll rejoins.
+    Stale,
+    /// Stopped for good after a fatal error.
+    Fatal,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Whether the diagram has an edge `from` → `to` (Java's `MemberState` predecessors).
+fn legal(from: State, to: State) -> bool {
+    use State::*;
+    match (from, to) {
+        (Fatal, _) => false,
+        (_, Fatal) => true,
+        (Unsubscribed | Fenced | Stale, Joining) => true,
+        (Joining | Stable | Acknowledging | Reconciling, Reconciling) => true,
+        (Reconciling, Acknowledging) => true,
+        (Joining | Acknowledging | Reconciling, Stable) => true,
+        (Joining | Stable | Reconciling | Acknowledging | PrepareLeaving | Leaving, Fenced) => true,
+        (Joining | Stable | Reconciling | Acknowledging | Unsubscribed | Fenced | Stale, PrepareLeaving) => {
+            true
+        }
+        (PrepareLeaving, Leaving) => true,
+        (Leaving, Stale) => true,
+        (PrepareLeaving | Leaving | Fenced | Stale, Unsubscribed) => true,
+        _ => false,
+    }
+}
+
+/// Partitions by topic id.
+type ById = BTreeMap<Uuid, BTreeSet<i32>>;
+
+/// What the last heartbeats carried: a field equal to it is sent as null (unchanged).
+/// Cleared after every error and lost answer, so the next heartbeat is full.
+#[derive(Debug, Default)]
+struct SentFields {
+    rebalance_timeout: bool,
+    rack: bool,
+    topic_names: Option<Vec<String>>,
+    topic_regex: Option<String>,
+    assignor: bool,
+    /// The owned partitions reported, and the version of the assignment they came from
+    /// (a new version with the same partitions is reported again).
+    owned: Option<(u64, ById)>,
+}
+
+/// The regular heartbeat in flight.
+#[derive(Debug)]
+struct HeartbeatSent {
+    id: u64,
+    route: Route,
+    version: i16,
+    /// `joins` when it was sent.
+    joins: u64,
+    /// The epoch it carried.
+    epoch: i32,
+}
+
+/// A leave heartbeat to send, or in flight.
+#[derive(Debug)]
+struct LeaveJob {
+    member_id: String,
+    epoch: i32,
+    /// Asked for with `leave`: `MemberEvent::Left` follows.
+    for_user: bool,
+    /// Given up if not sent by then.
+    deadline: Instant,
+    sent: Option<(u64, Route)>,
+}
+
+/// What to do when the outstanding callback comes back.
+#[derive(Debug)]
+enum Then {
+    /// Tell the user thread what the reconciliation adds.
+    Assign,
+    /// The reconciliation is done: own its target and acknowledge.
+    Reconciled,
+    /// The partitions were lost: rejoin (or wait for a poll when stale).
+    Rejoin,
+}
+
+/// The callback the member waits for.
+#[derive(Debug)]
+struct Outstanding {
+    token: CallbackToken,
+    then: Then,
+    /// What the user thread owns once it answered.
+    owned_after: BTreeSet<TopicPartition>,
+}
+
+/// The reconciliation under way.
+#[derive(Debug)]
+struct Reconciliation {
+    /// The resolvable part of the target it reconciles to.
+    target: ById,
+    /// Its version (`target_version` when it started).
+    version: u64,
+    /// The partitions it adds, and what the member owns after it (by name).
+    added: BTreeSet<TopicPartition>,
+    owned_after: BTreeSet<TopicPartition>,
+}
+
+/// One member of a KIP-848 consumer group.
+pub(crate) struct ConsumerMember {
+    cfg: ConsumerMemberConfig,
+    jitter: Box<dyn Jitter + Send>,
+    /// Learnt from the coordinator component (for logs and requests).
+    group_id: String,
+    state: State,
+    subscription: Option<Subscription>,
+    /// The cluster's topic mode and interest need updating.
+    cluster_dirty: bool,
+    /// The member id: generated here (v1, kept for the member's life), or the one the
+    /// coordinator assigned (v0, `assigned_id`).
+    member_id: String,
+    assigned_id: bool,
+    epoch: i32,
+    identity: Identity,
+    /// What the member owns, as its heartbeats report it, and the version of the target
+    /// it came from.
+    owned: ById,
+    owned_version: u64,
+    /// The last target assignment the coordinator sent, and its version (bumped when a
+    /// different one arrives).
+    target: Option<ById>,
+    target_version: u64,
+    /// Names of the topics the member owns or reconciles (kept when metadata forgets them).
+    names: HashMap<Uuid, Arc<str>>,
+    reconciliation: Option<Reconciliation>,
+    callback: Option<Outstanding>,
+    /// What the user thread owns after the last answered (or outstanding) callback.
+    user_owned: BTreeSet<TopicPartition>,
+    /// A fencing or poll expiry happened while a callback was outstanding: report the
+    /// partitions lost once it comes back.
+    lost_pending: bool,
+    /// Bumped on every rejoin and leave: answers to heartbeats sent before are dropped.
+    joins: u64,
+    heartbeat: Option<HeartbeatSent>,
+    /// When the next heartbeat may go (None: none due).
+    heartbeat_due: Option<Instant>,
+    interval: Duration,
+    retry: Retry,
+    sent: SentFields,
+    unreleased_retries: u32,
+    /// The metadata generation of the last refresh asked for unresolved topic ids.
+    asked_metadata: Option<u64>,
+    last_poll: Option<Instant>,
+    /// The poll interval expired then; no rejoin before the user polls again.
+    poll_expired: Option<Instant>,
+    leave: Option<LeaveJob>,
+    events: VecDeque<MemberEvent>,
+    next_id: u64,
+    next_token: u64,
+    /// The problem last reported with a non-fatal error (one report per streak).
+    reported: Option<String>,
+}
+
+impl ConsumerMember {
+    /// A member with no subscription yet, and a fresh member id.
+    pub fn new(cfg: ConsumerMemberConfig, jitter: Box<dyn Jitter + Send>) -> ConsumerMember {
+        let member_id = random_member_id();
+        ConsumerMember {
+            identity: Identity {
+                generation: -1,
+                member_id: member_id.clone(),
+                instance_id: cfg.instance_id.clone(),
+                consumer_protocol: true,
+            },
+            cfg,
+            jitter,
+            group_id: String::new(),
+            state: State::Unsubscribed,
+            subscription: None,
+            cluster_dirty: false,
+            member_id,
+            assigned_id: false,
+            epoch: JOIN_GROUP_MEMBER_EPOCH,
+            owned: ById::new(),
+            owned_version: 0,
+            target: None,
+            target_version: 0,
+            names: HashMap::new(),
+            reconciliation: None,
+            callback: None,
+            user_owned: BTreeSet::new(),
+            lost_pending: false,
+            joins: 0,
+            heartbeat: None,
+            heartbeat_due: None,
+            interval: DEFAULT_HEARTBEAT_INTERVAL,
+            retry: Retry::default(),
+            sent: SentFields::default(),
+            unreleased_retries: 0,
+            asked_metadata: None,
+            last_poll: None,
+            poll_expired: None,
+            leave: None,
+            events: VecDeque::new(),
+            next_id: 1,
+            next_token: 1,
+            reported: None,
+        }
+    }
+
+    // ----- commands ------------------------------------------------------------------
+
+    /// Replaces the subscription: joins when not in the group; a member of the group sends
+    /// the new subscription with its next heartbeat.
+    pub fn subscribe(&mut self, sub: Subscription, now: Instant) {
+        if self.is_fatal() {
+            log::warn!(
+                "group {}: subscribe ignored, the member stopped after a fatal error",
+                self.group()
+            );
+            return;
+        }
+        self.user_polled(now);
+        self.subscription = Some(sub);
+        self.cluster_dirty = true;
+        if self.state == State::Unsubscribed {
+            self.join(now, "subscribed");
+        }
+    }
+
+    /// Leaves the group (unsubscribe or close). The user thread has already run the revoke
+    /// or lost callback and committed, so no callback comes from here. A member of the
+    /// group sends a heartbeat with epoch -1 (-2 for a static member, which keeps its
+    /// partitions for the session timeout); [`MemberEvent::Left`] follows once it is
+    /// answered or failed, or at once when none is sent. An outstanding callback is
+    /// forgotten.
+    pub fn leave(&mut self, now: Instant) {
+        if self.is_fatal() {
+            self.events.push_back(MemberEvent::Left);
+            return;
+        }
+        let in_group = matches!(
+            self.state,
+            State::Joining | State::Reconciling | State::Acknowledging | State::Stable
+        ) && (self.assigned_id || self.epoch > 0 || self.heartbeat.is_some());
+        self.subscription = None;
+        self.cluster_dirty = true;
+        self.callback = None;
+        self.lost_pending = false;
+        self.user_owned.clear();
+        self.poll_expired = None;
+        if let Some(job) = &mut self.leave {
+            // A leave after a poll expiry is under way: it is now the user's.
+            job.for_user = true;
+            self.forget_membership();
+            return;
+        }
+        if in_group {
+            self.transition(State::PrepareLeaving, "leaving the group");
+            self.start_leave(now, true);
+        } else {
+            self.forget_membership();
+            if self.state != State::Unsubscribed {
+                if self.state != State::PrepareLeaving {
+                    self.transition(State::PrepareLeaving, "leaving (not in the group)");
+                }
+                self.transition(State::Unsubscribed, "left (no leave heartbeat needed)");
+            }
+            self.events.push_back(MemberEvent::Left);
+        }
+    }
+
+    /// The user thread finished callback `token`. A token that is not the outstanding one
+    /// is ignored.
+    pub fn callback_done(&mut self, token: CallbackToken, now: Instant) {
+        if self.callback.as_ref().is_none_or(|c| c.token != token) {
+            log::debug!(
+                "group {}: ignoring the answer to callback {} (not outstanding)",
+                self.group(),
+                token.0
+            );
+            return;
+        }
+        // The user thread runs callbacks from poll: it is polling.
+        self.user_polled(now);
+        let Outstanding {
+            then, owned_after, ..
+        } = self.callback.take().expect("checked");
+        self.user_owned = owned_after;
+        if self.lost_pending {
+            self.lost_pending = false;
+            self.lose_owned(now);
+            return;
+        }
+        match then {
+            Then::Assign => {
+                if let Some(r) = &self.reconciliation {
+                    let (added, owned_after) = (r.added.clone(), r.owned_after.clone());
+                    self.emit(CallbackKind::Assigned, added, owned_after, Then::Reconciled);
+                }
+            }
+            Then::Reconciled => {
+                if let Some(r) = self.reconciliation.take() {
+                    self.owned = r.target;
+                    self.owned_version = r.version;
+                    self.keep_names();
+                    self.transition(State::Acknowledging, "reconciliation done");
+                    self.heartbeat_due = Some(now);
+                }
+            }
+            Then::Rejoin => self.rejoin_if_ready(now),
+        }
+    }
+
+    /// The last instant the application called poll.
+    pub fn user_polled(&mut self, at: Instant) {
+        self.last_poll = Some(self.last_poll.map_or(at, |t| t.max(at)));
+        if self.poll_expired.is_some_and(|t| at > t) {
+            self.poll_expired = None;
+            log::info!(
+                "group {}: the application polls again; rejoining",
+                self.group()
+            );
+            self.rejoin_if_ready(at);
+        }
+    }
+
+    // ----- what the member tells ----------------------------------------------------
+
+    /// The next event for the rest of the consumer.
+    pub fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether the member stopped for good (its error was emitted).
+    pub fn is_fatal(&self) -> bool {
+        self.state == State::Fatal
+    }
+
+    /// The member's state.
+    #[cfg(test)]
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The member epoch.
+    #[cfg(test)]
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// The member id.
+    #[cfg(test)]
+    pub fn member_id(&self) -> &str {
+        &self.member_id
+    }
+
+    /// What the user thread owns once the outstanding callback (if any) came back.
+    #[cfg(test)]
+    pub fn user_owned(&self) -> Vec<TopicPartition> {
+        self.user_owned.iter().cloned().collect()
+    }
+
+    /// The partitions of the last target (resolved names only) and those awaiting
+    /// revocation: what the member may own.
+    #[cfg(test)]
+    pub fn target_names(&self, cluster: &Cluster) -> Option<BTreeSet<TopicPartition>> {
+        let target = self.target.as_ref()?;
+        Some(self.resolve(target, cluster).0.values().flatten().cloned().collect())
+    }
+
+    // ----- driving -----------------------------------------------------------------
+
+    /// The next request to send, if any.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) -> Option<Transmit> {
+        self.learn_group(coordinator);
+        self.sync_cluster(cluster);
+        self.reconcile(now, cluster);
+        if let Some(t) = self.poll_leave(now, links, coordinator) {
+            return Some(t);
+        }
+        self.poll_heartbeat(now, links, coordinator)
+    }
+
+    /// Applies the answer to request `id`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_response(
+        &mut self,
+        id: u64,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) {
+        self.learn_group(coordinator);
+        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
+            let sent = self.heartbeat.take().expect("checked");
+            match links.decode::<ConsumerGroupHeartbeatRequest>(sent.route, version, body, now) {
+                Ok(resp) => self.on_heartbeat(&sent, resp, now, coordinator),
+                Err(e) => {
+                    log::warn!(
+                        "group {}: malformed ConsumerGroupHeartbeat response: {e}",
+                        self.group()
+                    );
+                    self.heartbeat_failed(now, false);
+                }
+            }
+        } else if self
+            .leave
+            .as_ref()
+            .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
+        {
+            let route = self.leave.as_ref().and_then(|j| j.sent).map(|(_, r)| r);
+            let outcome = match route
+                .map(|r| links.decode::<ConsumerGroupHeartbeatRequest>(r, version, body, now))
+            {
+                Some(Ok(resp)) if resp.error_code == 0 => "left the group".to_owned(),
+                Some(Ok(resp)) => format!("answered {}", ErrorCode::from_code(resp.error_code)),
+                Some(Err(e)) => format!("malformed answer: {e}"),
+                None => "no route".to_owned(),
+            };
+            self.end_leave(&outcome);
+        } else {
+            log::debug!(
+                "group {}: dropping the answer to request {id} (no longer waited for)",
+                self.group()
+            );
+        }
+        self.sync_cluster(cluster);
+        self.reconcile(now, cluster);
+    }
+
+    /// Request `id` got no answer (its link closed or it timed out).
+    pub fn handle_failure(
+        &mut self,
+        id: u64,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        self.learn_group(coordinator);
+        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
+            self.heartbeat = None;
+            coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {failure}"), now);
+            self.heartbeat_failed(now, false);
+        } else if self
+            .leave
+            .as_ref()
+            .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
+        {
+            coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat (leave): {failure}"), now);
+            self.end_leave(&format!("failed: {failure}"));
+        }
+    }
+
+    /// Time passed: the poll interval, a leave's deadline, metadata changes.
+    pub fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
+        self.sync_cluster(cluster);
+        if self
+            .leave
+            .as_ref()
+            .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
+        {
+            self.end_leave("not sent within request.timeout.ms");
+        }
+        if self.in_group() && self.poll_expired.is_none() {
+            if let Some(last) = self.last_poll {
+                if now >= last + self.cfg.max_poll_interval {
+                    self.poll_interval_expired(now);
+                }
+            }
+        }
+        self.reconcile(now, cluster);
+    }
+
+    /// The next instant `handle_timeout` (or `poll_transmit`) has something to do; `None`
+    /// when only an answer, a callback or the user can move the member on.
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut at = |t: Instant| {
+            if t > now {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if let Some(job) = &self.leave {
+            if job.sent.is_none() {
+                at(job.deadline);
+            }
+        }
+        if self.heartbeats_allowed() && self.heartbeat.is_none() {
+            if let Some(t) = self.heartbeat_due {
+                at(t);
+            }
+        }
+        if self.in_group() && self.poll_expired.is_none() {
+            if let Some(t) = self.last_poll {
+                at(t + self.cfg.max_poll_interval);
+            }
+        }
+        next
+    }
+
+    // ----- heartbeats --------------------------------------------------------------------
+
+    /// Whether the state sends regular heartbeats.
+    fn heartbeats_allowed(&self) -> bool {
+        matches!(
+            self.state,
+            State::Joining | State::Reconciling | State::Acknowledging | State::Stable
+        )
+    }
+
+    /// Whether the member is in the group or joining it (the poll interval applies).
+    fn in_group(&self) -> bool {
+        self.heartbeats_allowed()
+    }
+
+    fn poll_heartbeat(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) -> Option<Transmit> {
+        if !self.heartbeats_allowed() || self.heartbeat.is_some() {
+            return None;
+        }
+        if self.heartbeat_due.is_none_or(|t| now < t) {
+            return None;
+        }
+        let node = coordinator.node()?;
+        let route = Route::node(node, Lane::Group);
+        let versions = links.ready(route, now)?;
+        let Some(v) = versions.pick::<ConsumerGroupHeartbeatRequest>() else {
+            let msg = format!(
+                "group {}: the broker does not offer ConsumerGroupHeartbeat, so it does not \
+                 support group.protocol=consumer (KIP-848 needs Kafka 4.0 or later with the \
+                 consumer rebalance protocol enabled); use group.protocol=classic",
+                self.group()
+            );
+            self.fatal(Error::unsupported(msg));
+            return None;
+        };
+        if v == 0 && matches!(self.subscription, Some(Subscription::Pattern(_))) {
+            let msg = format!(
+                "group {}: the cluster does not support regular expressions resolution on \
+                 ConsumerGroupHeartbeat API version 0 (it needs Kafka 4.0 or later); subscribe \
+                 to topic names, or use group.protocol=classic",
+                self.group()
+            );
+            self.fatal(Error::unsupported(msg));
+            return None;
+        }
+        let req = self.heartbeat_request(v);
+        let id = self.take_id();
+        log::debug!(
+            "group {} member {} epoch {}: heartbeat{}{}",
+            self.group(),
+            req.member_id,
+            req.member_epoch,
+            if req.rebalance_timeout_ms >= 0 { " (full)" } else { "" },
+            if req.topic_partitions.is_some() { " with owned partitions" } else { "" },
+        );
+        self.heartbeat = Some(HeartbeatSent {
+            id,
+            route,
+            version: v,
+            joins: self.joins,
+            epoch: self.epoch,
+        });
+        // Until the answer brings the interval (or an error a backoff).
+        self.heartbeat_due = None;
+        if self.state == State::Acknowledging {
+            let to = if self.target_reached() { State::Stable } else { State::Reconciling };
+            self.transition(to, "acknowledgement sent");
+        }
+        Some(member_transmit(route, &req, v, id, self.request_timeout()))
+    }
+
+    /// The heartbeat to send now at version `v`; records what it carries.
+    fn heartbeat_request(&mut self, v: i16) -> ConsumerGroupHeartbeatRequest {
+        let joining = self.state == State::Joining;
+        let member_id = if v == 0 && !self.assigned_id {
+            String::new()
+        } else {
+            self.member_id.clone()
+        };
+        let mut req = ConsumerGroupHeartbeatRequest {
+            group_id: self.group_id.clone(),
+            member_id,
+            member_epoch: self.epoch,
+            instance_id: self.cfg.instance_id.clone(),
+            rack_id: None,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            topic_partitions: None,
+        };
+        if joining || !self.sent.rebalance_timeout {
+            req.rebalance_timeout_ms = millis(self.cfg.max_poll_interval);
+            self.sent.rebalance_timeout = true;
+        }
+        if let Some(rack) = &self.cfg.client_rack {
+            if joining || !self.sent.rack {
+                req.rack_id = Some(rack.clone());
+                self.sent.rack = true;
+            }
+        }
+        let full = joining || req.rebalance_timeout_ms >= 0;
+        let (names, regex): (Vec<String>, Option<String>) = match &self.subscription {
+            Some(Subscription::Topics(t)) => (t.iter().cloned().collect(), None),
+            Some(Subscription::Pattern(p)) => (Vec::new(), Some(p.source().to_owned())),
+            None => (Vec::new(), None),
+        };
+        if full || self.sent.topic_names.as_ref() != Some(&names) {
+            req.subscribed_topic_names = Some(names.clone());
+            self.sent.topic_names = Some(names);
+        }
+        if v >= 1 {
+            match regex {
+                Some(r) if full || self.sent.topic_regex.as_ref() != Some(&r) => {
+                    req.subscribed_topic_regex = Some(r.clone());
+                    self.sent.topic_regex = Some(r);
+                }
+                None if self.sent.topic_regex.as_ref().is_some_and(|r| !r.is_empty()) => {
+                    // From a pattern back to names: "" removes the regex.
+                    req.subscribed_topic_regex = Some(String::new());
+                    self.sent.topic_regex = Some(String::new());
+                }
+                _ => {}
+            }
+        }
+        if let Some(a) = &self.cfg.remote_assignor {
+            if full || !self.sent.assignor {
+                req.server_assignor = Some(a.clone());
+                self.sent.assignor = true;
+            }
+        }
+        if joining {
+            req.topic_partitions = Some(Vec::new());
+            self.sent.owned = Some((self.owned_version, ById::new()));
+        } else {
+            let now_owned = (self.owned_version, self.owned.clone());
+            if full || self.sent.owned.as_ref() != Some(&now_owned) {
+                req.topic_partitions = Some(to_wire(&self.owned));
+                self.sent.owned = Some(now_owned);
+            }
+        }
+        req
+    }
+
+    fn on_heartbeat(
+        &mut self,
+        sent: &HeartbeatSent,
+        resp: ConsumerGroupHeartbeatResponse,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        if sent.joins != self.joins || !self.heartbeats_allowed() {
+            log::debug!(
+                "group {}: dropping the answer to a heartbeat from before a rejoin or leave",
+                self.group()
+            );
+            return;
+        }
+        let code = ErrorCode::from_code(resp.error_code);
+        if code.is_err() {
+            self.heartbeat_error(code, resp.error_message.as_deref(), now, coordinator);
+            return;
+        }
+        self.retry.succeeded();
+        self.reported = None;
+        self.unreleased_retries = 0;
+        if resp.heartbeat_interval_ms > 0 {
+            self.interval = Duration::from_millis(u64::from(resp.heartbeat_interval_ms.unsigned_abs()));
+        }
+        if sent.version == 0 {
+            if let Some(id) = resp.member_id.as_deref().filter(|id| !id.is_empty()) {
+                if id != self.member_id || !self.assigned_id {
+                    self.member_id = id.to_owned();
+                    self.assigned_id = true;
+                }
+            }
+        }
+        if resp.member_epoch < 0 {
+            log::warn!(
+                "group {}: ignoring a heartbeat answer with epoch {} (no leave was sent)",
+                self.group(),
+                resp.member_epoch
+            );
+            self.heartbeat_due = Some(now + self.interval);
+            return;
+        }
+        if resp.member_epoch != self.epoch {
+            log::info!(
+                "group {} member {}: epoch {} -> {} (heartbeat sent with {})",
+                self.group(),
+                self.member_id,
+                self.epoch,
+                resp.member_epoch,
+                sent.epoch
+            );
+            self.epoch = resp.member_epoch;
+        }
+        self.update_identity();
+        if let Some(a) = resp.assignment {
+            let target = sanitize(&a.topic_partitions);
+            if self.target.as_ref() != Some(&target) {
+                self.target_version += 1;
+                log::info!(
+                    "group {} member {} epoch {}: new target assignment (version {}): {} \
+                     partitions",
+                    self.group(),
+                    self.member_id,
+                    self.epoch,
+                    self.target_version,
+                    target.values().map(BTreeSet::len).sum::<usize>()
+                );
+                self.target = Some(target);
+            }
+        }
+        match self.state {
+            State::Joining if self.epoch > 0 => {
+                if self.target_reached() {
+                    self.transition(State::Stable, "joined");
+                } else {
+                    self.transition(State::Reconciling, "joined with a target to reconcile");
+                }
+            }
+            State::Stable if !self.target_reached() => {
+                self.transition(State::Reconciling, "new target assignment");
+            }
+            _ => {}
+        }
+        // An acknowledgement waits for no interval.
+        self.heartbeat_due = Some(if self.state == State::Acknowledging {
+            now
+        } else {
+            now + self.interval
+        });
+    }
+
+    fn heartbeat_error(
+        &mut self,
+        code: ErrorCode,
+        message: Option<&str>,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        let detail = message.map(|m| format!(": {m}")).unwrap_or_default();
+        match code {
+            ErrorCode::FENCED_MEMBER_EPOCH | ErrorCode::UNKNOWN_MEMBER_ID => {
+                self.fenced(&format!("{code}{detail}"), now);
+            }
+            ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
+                coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {code}"), now);
+                self.heartbeat_failed(now, true);
+            }
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => self.heartbeat_failed(now, false),
+            ErrorCode::UNRELEASED_INSTANCE_ID
+                if self.unreleased_retries < UNRELEASED_INSTANCE_RETRIES =>
+            {
+                self.unreleased_retries += 1;
+                log::warn!(
+                    "group {}: group.instance.id {} is still held by an older member \
+                     ({code}{detail}); retry {} of {UNRELEASED_INSTANCE_RETRIES}",
+                    self.group(),
+                    self.cfg.instance_id.as_deref().unwrap_or(""),
+                    self.unreleased_retries
+                );
+                self.heartbeat_failed(now, false);
+            }
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED => {
+                let msg = format!(
+                    "group {}: not authorized to describe some subscribed topics{detail}; the \
+                     member keeps heartbeating and retries",
+                    self.group()
+                );
+                self.report(format!("{code}"), Error::broker(code, msg));
+                self.heartbeat_failed(now, false);
+            }
+            c if c.is_retriable() => self.heartbeat_failed(now, false),
+            c => {
+                let msg = self.fatal_message(c, &detail);
+                self.fatal(Error::broker(c, msg));
+            }
+        }
+    }
+
+    /// The heartbeat failed: the next one is full and goes after a backoff (a short one
+    /// after the coordinator moved: `coordinator_moved`).
+    fn heartbeat_failed(&mut self, now: Instant, coordinator_moved: bool) {
+        self.sent = SentFields::default();
+        if coordinator_moved {
+            self.retry.succeeded();
+        }
+        let d = self.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
+        self.heartbeat_due = Some(now + d);
+    }
+
+    /// The message of a fatal heartbeat error: names the group and what to change.
+    fn fatal_message(&self, code: ErrorCode, detail: &str) -> String {
+        let g = self.group();
+        match code {
+            ErrorCode::UNSUPPORTED_VERSION => format!(
+                "group {g}: the broker refused ConsumerGroupHeartbeat ({code}{detail}): the \
+                 cluster does not support group.protocol=consumer (KIP-848 needs Kafka 4.0 or \
+                 later with the consumer rebalance protocol enabled: \
+                 group.coordinator.rebalance.protocols includes consumer, feature \
+                 group.version >= 1); use group.protocol=classic"
+            ),
+            ErrorCode::GROUP_AUTHORIZATION_FAILED => format!(
+                "group {g}: not authorized to access the group (group.id={g}; check the ACLs of \
+                 the consumer's principal){detail}"
+            ),
+            ErrorCode::UNSUPPORTED_ASSIGNOR => format!(
+                "group {g}: the broker does not support group.remote.assignor={}{detail}",
+                self.cfg.remote_assignor.as_deref().unwrap_or("(unset)")
+            ),
+            ErrorCode::INVALID_REGULAR_EXPRESSION => format!(
+                "group {g}: the broker rejected the subscription's regular expression{}{detail} \
+                 (it is matched server-side with RE2/J syntax against whole topic names)",
+                match &self.subscription {
+                    Some(Subscription::Pattern(p)) => format!(" {:?}", p.source()),
+                    _ => String::new(),
+                }
+            ),
+            ErrorCode::GROUP_MAX_SIZE_REACHED => format!(
+                "group {g}: the group already has the maximum number of members the broker \
+                 allows (group.consumer.max.size){detail}"
+            ),
+            ErrorCode::FENCED_INSTANCE_ID | ErrorCode::UNRELEASED_INSTANCE_ID => format!(
+                "group {g}: another member uses group.instance.id={} ({code}{detail}): every \
+                 consumer needs its own group.instance.id",
+                self.cfg.instance_id.as_deref().unwrap_or("")
+            ),
+            ErrorCode::GROUP_ID_NOT_FOUND => format!(
+                "group {g}: the broker cannot run this group with the consumer protocol \
+                 ({code}{detail}): it is most likely a classic group that cannot be converted \
+                 (group.consumer.migration.policy, a custom assignor, or another protocol type)"
+            ),
+            ErrorCode::INVALID_REQUEST => format!(
+                "group {g}: the broker rejected the heartbeat as malformed ({code}{detail})"
+            ),
+            c => format!("group {g}: ConsumerGroupHeartbeat failed with {}{detail}", c.name()),
+        }
+    }
+
+    // ----- leaving ---------------------------------------------------------------------
+
+    /// Leaves with a heartbeat of epoch -1 (-2 for a static member): from PrepareLeaving.
+    fn start_leave(&mut self, now: Instant, for_user: bool) {
+        let epoch = if self.cfg.instance_id.is_some() {
+            LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        } else {
+            LEAVE_GROUP_MEMBER_EPOCH
+        };
+        let member_id = self.member_id.clone();
+        self.forget_membership();
+        self.leave = Some(LeaveJob {
+            member_id,
+            epoch,
+            for_user,
+            deadline: now + self.cfg.request_timeout,
+            sent: None,
+        });
+        self.transition(State::Leaving, "sending the leave heartbeat");
+    }
+
+    /// Clears the membership: epoch 0, nothing owned, no target, no heartbeat awaited.
+    fn forget_membership(&mut self) {
+        self.joins += 1;
+        self.epoch = JOIN_GROUP_MEMBER_EPOCH;
+        self.owned.clear();
+        self.target = None;
+        self.reconciliation = None;
+        self.heartbeat = None;
+        self.heartbeat_due = None;
+        self.sent = SentFields::default();
+        self.update_identity();
+    }
+
+    fn poll_leave(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+    ) -> Option<Transmit> {
+        if self.leave.as_ref()?.sent.is_some() {
+            return None;
+        }
+        let Some(node) = coordinator.node() else {
+            // As Java: no leave while the coordinator is unknown.
+            self.end_leave("not sent: the coordinator is unknown");
+            return None;
+        };
+        let route = Route::node(node, Lane::Group);
+        let versions = links.ready(route, now)?;
+        let Some(v) = versions.pick::<ConsumerGroupHeartbeatRequest>() else {
+            self.end_leave("not sent: the broker offers no ConsumerGroupHeartbeat");
+            return None;
+        };
+        let id = self.take_id();
+        let group_id = self.group_id.clone();
+        let instance_id = self.cfg.instance_id.clone();
+        let timeout = self.request_timeout();
+        let job = self.leave.as_mut().expect("checked");
+        let req = ConsumerGroupHeartbeatRequest {
+            group_id: group_id.clone(),
+            member_id: job.member_id.clone(),
+            member_epoch: job.epoch,
+            instance_id,
+            ..Default::default()
+        };
+        job.sent = Some((id, route));
+        log::info!(
+            "group {group_id} member {} epoch {}: leaving the group",
+            job.member_id,
+            job.epoch
+        );
+        if self.state == State::Leaving {
+            if self.poll_expired.is_some() && !job.for_user {
+                self.transition(State::Stale, "left after max.poll.interval.ms");
+            } else {
+                self.transition(State::Unsubscribed, "leave heartbeat sent");
+                if self.subscription.is_some() {
+                    self.join(now, "subscribed again while leaving");
+                }
+            }
+        }
+        Some(member_transmit(route, &req, v, id, timeout))
+    }
+
+    /// The leave under way is over (`outcome` says how).
+    fn end_leave(&mut self, outcome: &str) {
+        let Some(job) = self.leave.take() else {
+            return;
+        };
+        log::info!(
+            "group {}: leave of member {} (epoch {}): {outcome}",
+            self.group(),
+            job.member_id,
+            job.epoch
+        );
+        if self.state == State::Leaving {
+            if self.poll_expired.is_some() && !job.for_user {
+                self.transition(State::Stale, "left after max.poll.interval.ms");
+            } else {
+                self.transition(State::Unsubscribed, "left");
+            }
+        }
+        if job.for_user {
+            self.events.push_back(MemberEvent::Left);
+        }
+    }
+
+    /// `max.poll.interval.ms` passed without a poll: leave, lose the partitions, and
+    /// rejoin on the next poll (as Java).
+    fn poll_interval_expired(&mut self, now: Instant) {
+        log::warn!(
+            "group {} member {} epoch {}: the application did not poll within \
+             max.poll.interval.ms ({} ms); leaving the group, its partitions are lost, and \
+             the next poll rejoins",
+            self.group(),
+            self.member_id,
+            self.epoch,
+            self.cfg.max_poll_interval.as_millis()
+        );
+        self.poll_expired = Some(now);
+        self.transition(State::PrepareLeaving, "max.poll.interval.ms expired");
+        self.start_leave(now, false);
+        if self.callback.is_some() {
+            self.lost_pending = true;
+        } else {
+            self.lose_owned(now);
+        }
+    }
+
+    // ----- fencing and joining -----------------------------------------------------------
+
+    /// The coordinator fenced the member: its partitions are lost, then it rejoins with
+    /// epoch 0 and the same member id.
+    fn fenced(&mut self, why: &str, now: Instant) {
+        log::warn!(
+            "group {} member {} epoch {}: fenced ({why}); its partitions are lost, rejoining",
+            self.group(),
+            self.member_id,
+            self.epoch
+        );
+        self.transition(State::Fenced, why);
+        self.forget_membership();
+        if self.callback.is_some() {
+            self.lost_pending = true;
+        } else {
+            self.lose_owned(now);
+        }
+    }
+
+    /// Tells the user thread that what it owns is lost (when it owns anything), then
+    /// rejoins when ready.
+    fn lose_owned(&mut self, now: Instant) {
+        if self.user_owned.is_empty() {
+            self.rejoin_if_ready(now);
+        } else {
+            let lost = std::mem::take(&mut self.user_owned);
+            self.emit(CallbackKind::Lost, lost, BTreeSet::new(), Then::Rejoin);
+        }
+    }
+
+    /// From Fenced, or Stale once the application polls again: join with epoch 0.
+    fn rejoin_if_ready(&mut self, now: Instant) {
+        if self.callback.is_some() || self.subscription.is_none() {
+            return;
+        }
+        match self.state {
+            State::Fenced => self.join(now, "rejoining after being fenced"),
+            State::Stale if self.poll_expired.is_none() => {
+                self.join(now, "rejoining after max.poll.interval.ms")
+            }
+            _ => {}
+        }
+    }
+
+    fn join(&mut self, now: Instant, why: &str) {
+        self.forget_membership();
+        self.transition(State::Joining, why);
+        self.heartbeat_due = Some(now);
+        self.retry.succeeded();
+    }
+
+    // ----- reconciliation ----------------------------------------------------------------
+
+    /// Whether the member owns its whole target (of the current version).
+    fn target_reached(&self) -> bool {
+        match &self.target {
+            None => true,
+            Some(t) => *t == self.owned,
+        }
+    }
+
+    /// Names the topic ids of `by_id` from the metadata or the member's cache; returns the
+    /// named part (as partitions by id, and by name) and whether some id stayed unnamed.
+    fn resolve(
+        &self,
+        by_id: &ById,
+        cluster: &Cluster,
+    ) -> (BTreeMap<Uuid, BTreeSet<TopicPartition>>, bool) {
+        let mut named = BTreeMap::new();
+        let mut unnamed = false;
+        for (id, parts) in by_id {
+            let name = cluster
+                .topic_name(id)
+                .cloned()
+                .or_else(|| self.names.get(id).cloned());
+            match name {
+                Some(name) => {
+                    named.insert(
+                        *id,
+                        parts
+                            .iter()
+                            .map(|p| TopicPartition::new(Arc::clone(&name), *p))
+                            .collect(),
+                    );
+                }
+                None => unnamed = true,
+            }
+        }
+        (named, unnamed)
+    }
+
+    /// Starts the next reconciliation step when the member is Reconciling and nothing
+    /// runs (invariant 5).
+    fn reconcile(&mut self, now: Instant, cluster: &mut Cluster) {
+        if self.state != State::Reconciling
+            || self.callback.is_some()
+            || self.reconciliation.is_some()
+        {
+            return;
+        }
+        let Some(target) = self.target.clone() else {
+            return;
+        };
+        let (named, unnamed) = self.resolve(&target, cluster);
+        if unnamed && self.asked_metadata != Some(cluster.generation()) {
+            self.asked_metadata = Some(cluster.generation());
+            log::info!(
+                "group {}: the target names topic ids the metadata does not know yet; \
+                 refreshing it",
+                self.group()
+            );
+            cluster.request_update();
+        }
+        for (id, tps) in &named {
+            if let Some(tp) = tps.iter().next() {
+                self.names.entry(*id).or_insert_with(|| Arc::from(tp.topic()));
+            }
+        }
+        let resolved: ById = named
+            .iter()
+            .map(|(id, tps)| (*id, tps.iter().map(TopicPartition::partition).collect()))
+            .collect();
+        if resolved == self.owned {
+            if !unnamed {
+                self.transition(State::Stable, "the target is what the member owns");
+            } else if self.owned_version != self.target_version {
+                // Only the unnamed part differs: acknowledge the new version, no callbacks.
+                self.owned_version = self.target_version;
+                self.transition(State::Acknowledging, "target named in part; acknowledging");
+                self.heartbeat_due = Some(now);
+            }
+            return;
+        }
+        let after: BTreeSet<TopicPartition> = named.into_values().flatten().collect();
+        let owned_now = self.user_owned.clone();
+        let revoked: BTreeSet<TopicPartition> = owned_now.difference(&after).cloned().collect();
+        let added: BTreeSet<TopicPartition> = after.difference(&owned_now).cloned().collect();
+        log::info!(
+            "group {} member {} epoch {}: reconciling to version {}: revoking {:?}, adding {:?}",
+            self.group(),
+            self.member_id,
+            self.epoch,
+            self.target_version,
+            revoked,
+            added
+        );
+        self.reconciliation = Some(Reconciliation {
+            target: resolved,
+            version: self.target_version,
+            added: added.clone(),
+            owned_after: after.clone(),
+        });
+        if revoked.is_empty() {
+            self.emit(CallbackKind::Assigned, added, after, Then::Reconciled);
+        } else {
+            let kept = owned_now.intersection(&after).cloned().collect();
+            self.emit(CallbackKind::Revoked, revoked, kept, Then::Assign);
+        }
+    }
+
+    /// Keeps the names of the owned topics only.
+    fn keep_names(&mut self) {
+        let owned = &self.owned;
+        let target = &self.target;
+        self.names
+            .retain(|id, _| owned.contains_key(id) || target.as_ref().is_some_and(|t| t.contains_key(id)));
+    }
+
+    fn emit(
+        &mut self,
+        kind: CallbackKind,
+        partitions: BTreeSet<TopicPartition>,
+        owned_after: BTreeSet<TopicPartition>,
+        then: Then,
+    ) {
+        let token = CallbackToken(self.next_token);
+        self.next_token += 1;
+        log::info!(
+            "group {} member {} epoch {}: {kind} for {} partitions (callback {})",
+            self.group(),
+            self.member_id,
+            self.epoch,
+            partitions.len(),
+            token.0
+        );
+        self.events.push_back(MemberEvent::Callback {
+            token,
+            kind,
+            partitions: partitions.into_iter().collect(),
+            owned: owned_after.iter().cloned().collect(),
+        });
+        self.callback = Some(Outstanding {
+            token,
+            then,
+            owned_after,
+        });
+    }
+
+    // ----- the cluster -------------------------------------------------------------------
+
+    /// Brings the cluster's topic mode and interest in line with the subscription. A
+    /// pattern is resolved by the broker; the member needs every topic's metadata to name
+    /// the ids it is assigned.
+    fn sync_cluster(&mut self, cluster: &mut Cluster) {
+        if !self.cluster_dirty {
+            return;
+        }
+        self.cluster_dirty = false;
+        match &self.subscription {
+            None => {
+                cluster.clear_interest(Interest::Group);
+            }
+            Some(Subscription::Topics(t)) => {
+                cluster.set_all_topics(false);
+                cluster.set_interest(Interest::Group, t.iter().map(|t| Arc::from(t.as_str())));
+            }
+            Some(Subscription::Pattern(_)) => {
+                cluster.set_all_topics(true);
+                cluster.clear_interest(Interest::Group);
+                cluster.request_update();
+            }
+        }
+    }
+
+    // ----- small helpers -------------------------------------------------------------
+
+    fn request_timeout(&self) -> Duration {
+        self.cfg.request_timeout
+    }
+
+    fn learn_group(&mut self, coordinator: &Coordinator) {
+        if self.group_id.is_empty() {
+            self.group_id = coordinator.group_id().to_owned();
+        }
+    }
+
+    fn group(&self) -> &str {
+        if self.group_id.is_empty() {
+            "(not yet known)"
+        } else {
+            &self.group_id
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Commits speak for the member with its epoch while it has one (-1 otherwise).
+    fn update_identity(&mut self) {
+        let identity = Identity {
+            generation: if self.epoch > 0 { self.epoch } else { -1 },
+            member_id: self.member_id.clone(),
+            instance_id: self.cfg.instance_id.clone(),
+            consumer_protocol: true,
+        };
+        if identity != self.identity {
+            self.identity = identity.clone();
+            self.events.push_back(MemberEvent::Identity(identity));
+        }
+    }
+
+    /// A non-fatal error for the application, once per streak of the same problem `key`.
+    fn report(&mut self, key: String, error: Error) {
+        log::warn!("{error}");
+        if self.reported.as_deref() != Some(key.as_str()) {
+            self.reported = Some(key);
+            self.events.push_back(MemberEvent::Error {
+                error,
+                fatal: false,
+            });
+        }
+    }
+
+    fn fatal(&mut self, error: Error) {
+        log::error!("{error}");
+        self.events
+            .push_back(MemberEvent::Error { error, fatal: true });
+        self.heartbeat = None;
+        self.heartbeat_due = None;
+        self.reconciliation = None;
+        self.transition(State::Fatal, "fatal error");
+    }
+
+    /// The one way the state changes: checked against the diagram and logged with the
+    /// member id and epoch.
+    fn transition(&mut self, to: State, why: &str) {
+        let from = self.state;
+        if from == to {
+            return;
+        }
+        if !legal(from, to) {
+            log::error!(
+                "group {}: illegal member transition {from} -> {to} ({why})",
+                self.group()
+            );
+            if cfg!(test) {
+                panic!("illegal member transition {from} -> {to} ({why})");
+            }
+        }
+        log::info!(
+            "group {} member {} epoch {}: {from} -> {to} ({why})",
+            self.group(),
+            self.member_id,
+            self.epoch
+        );
+        self.state = to;
+    }
+}
+
+/// The assignment as sets, without negative or repeated partitions (a repeat must not
+/// look like a change) and without the zero id.
+fn sanitize(parts: &[TopicPartitions]) -> ById {
+    let mut out = ById::new();
+    for t in parts {
+        if t.topic_id.is_zero() {
+            continue;
+        }
+        let set: BTreeSet<i32> = t.partitions.iter().copied().filter(|p| *p >= 0).collect();
+        if !set.is_empty() {
+            out.entry(t.topic_id).or_default().extend(set);
+        }
+    }
+    out
+}
+
+fn to_wire(parts: &ById) -> Vec<TopicPartitions> {
+    parts
+        .iter()
+        .map(|(id, ps)| TopicPartitions {
+            topic_id: *id,
+            partitions: ps.iter().copied().collect(),
+        })
+        .collect()
+}
+
+/// A member id as the Java client makes one (KIP-1082): 16 random bytes, URL-safe base64
+/// without padding (22 characters).
+fn random_member_id() -> String {
+    let state = RandomState::new();
+    let mut bytes = [0u8; 16];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    base64_url(&bytes)
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "consumer_tests.rs"]
+mod tests;
