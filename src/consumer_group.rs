@@ -237,6 +237,9 @@ impl Consumer {
             }
             let outcome = match cb.kind {
                 CallbackKind::Revoked => {
+                    // As Java: no more fetches for them and their buffered records go
+                    // (positions stay, for the commit and the listener).
+                    self.stop_fetching(&cb.partitions)?;
                     self.auto_commit_sync("before revoking partitions");
                     let r = self.call_listener(cb.kind, &cb.partitions);
                     self.set_owned(&cb.owned)?;
@@ -269,6 +272,14 @@ impl Consumer {
             }
         }
         first_panic.map_or(Ok(()), Err)
+    }
+
+    /// Stops fetching `partitions` and drops their buffered records, keeping their
+    /// positions: they are about to be revoked.
+    fn stop_fetching(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        let set: std::collections::HashSet<&TopicPartition> = partitions.iter().collect();
+        self.queue.retain(|(c, _)| !set.contains(&c.tp));
+        self.send(Command::Pause(partitions.to_vec()))
     }
 
     /// Calls the listener's method for `kind`, if there is a listener. A panic is caught
