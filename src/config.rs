@@ -74,6 +74,8 @@ pub struct ConsumerConfig {
     pub(crate) connection_setup_timeout: Duration,
     pub(crate) client_rack: String,
     pub(crate) group_protocol: GroupProtocol,
+    /// `group.remote.assignor` (consumer protocol; None: the broker's default).
+    pub(crate) group_remote_assignor: Option<String>,
     pub(crate) group_instance_id: Option<String>,
     pub(crate) session_timeout: Duration,
     pub(crate) heartbeat_interval: Duration,
@@ -90,6 +92,10 @@ pub enum GroupProtocol {
     /// The classic protocol (JoinGroup, SyncGroup, Heartbeat), with client-side assignors
     /// (`partition.assignment.strategy`). The default, as in the Java client.
     Classic,
+    /// The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat): the broker
+    /// assigns (`group.remote.assignor`) and rebalances are incremental. Needs Kafka 4.0 or
+    /// later.
+    Consumer,
 }
 
 impl ConsumerConfig {
@@ -119,6 +125,7 @@ impl ConsumerConfig {
             connection_setup_timeout: Duration::from_millis(10_000),
             client_rack: String::new(),
             group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
             group_instance_id: None,
             session_timeout: Duration::from_millis(45_000),
             heartbeat_interval: Duration::from_millis(3_000),
@@ -221,13 +228,12 @@ impl ConsumerConfig {
             "group.protocol" => {
                 self.group_protocol = match v.to_ascii_lowercase().as_str() {
                     "classic" => GroupProtocol::Classic,
-                    "consumer" => {
-                        return Err(Error::config(
-                            "group.protocol=consumer (KIP-848) is not supported yet; use group.protocol=classic",
-                        ))
-                    }
+                    "consumer" => GroupProtocol::Consumer,
                     _ => return Err(bad(key, v, "classic")),
                 }
+            }
+            "group.remote.assignor" => {
+                self.group_remote_assignor = (!v.is_empty()).then(|| v.to_owned())
             }
             "group.instance.id" => {
                 self.group_instance_id = (!v.is_empty()).then(|| v.to_owned())
@@ -378,6 +384,13 @@ impl ConsumerConfig {
     /// joins the group with.
     pub fn group_protocol(mut self, p: GroupProtocol) -> Self {
         self.group_protocol = p;
+        self
+    }
+
+    /// Sets `group.remote.assignor` (consumer protocol only): the broker-side assignor,
+    /// `uniform` or `range` on a stock broker; unset, the broker's default.
+    pub fn group_remote_assignor(mut self, name: &str) -> Self {
+        self.group_remote_assignor = (!name.is_empty()).then(|| name.to_owned());
         self
     }
 

@@ -86,6 +86,9 @@ use crate::types::TopicPartition;
 /// member's restart the broker may still hold the old incarnation for a moment.
 const UNRELEASED_INSTANCE_RETRIES: u32 = 3;
 
+/// Fencings in a row of a join request before the member takes a fresh member id.
+const JOIN_FENCINGS_BEFORE_NEW_ID: u32 = 3;
+
 /// The heartbeat interval until the coordinator names one (the broker's default).
 const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -273,6 +276,9 @@ pub(crate) struct ConsumerMember {
     retry: Retry,
     sent: SentFields,
     unreleased_retries: u32,
+    /// Fencings in a row of a join (epoch 0) request, and the backoff the next join waits.
+    join_fencings: u32,
+    join_delay: Option<Duration>,
     /// The metadata generation of the last refresh asked for unresolved topic ids.
     asked_metadata: Option<u64>,
     last_poll: Option<Instant>,
@@ -322,6 +328,8 @@ impl ConsumerMember {
             retry: Retry::default(),
             sent: SentFields::default(),
             unreleased_retries: 0,
+            join_fencings: 0,
+            join_delay: None,
             asked_metadata: None,
             last_poll: None,
             poll_expired: None,
@@ -804,6 +812,7 @@ impl ConsumerMember {
         self.retry.succeeded();
         self.reported = None;
         self.unreleased_retries = 0;
+        self.join_fencings = 0;
         if resp.heartbeat_interval_ms > 0 {
             self.interval = Duration::from_millis(u64::from(resp.heartbeat_interval_ms.unsigned_abs()));
         }
@@ -1114,6 +1123,26 @@ impl ConsumerMember {
     /// The coordinator fenced the member: its partitions are lost, then it rejoins with
     /// epoch 0 and the same member id.
     fn fenced(&mut self, why: &str, now: Instant) {
+        if self.state == State::Joining {
+            // Brokers before KAFKA-19233 fence a rejoin (epoch 0) with the same member id
+            // while they still hold the member at a higher epoch: back off, and after a few
+            // in a row start over with a fresh id (the old one expires with its session).
+            self.join_fencings += 1;
+            self.join_delay = Some(self.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter));
+            if self.join_fencings >= JOIN_FENCINGS_BEFORE_NEW_ID {
+                let fresh = random_member_id();
+                log::warn!(
+                    "group {}: member {} was fenced {} times in a row while joining; \
+                     rejoining as {fresh}",
+                    self.group(),
+                    self.member_id,
+                    self.join_fencings
+                );
+                self.member_id = fresh;
+                self.assigned_id = false;
+                self.join_fencings = 0;
+            }
+        }
         log::warn!(
             "group {} member {} epoch {}: fenced ({why}); its partitions are lost, rejoining",
             self.group(),
@@ -1157,8 +1186,7 @@ impl ConsumerMember {
     fn join(&mut self, now: Instant, why: &str) {
         self.forget_membership();
         self.transition(State::Joining, why);
-        self.heartbeat_due = Some(now);
-        self.retry.succeeded();
+        self.heartbeat_due = Some(now + self.join_delay.take().unwrap_or(Duration::ZERO));
     }
 
     // ----- reconciliation ----------------------------------------------------------------

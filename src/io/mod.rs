@@ -49,10 +49,12 @@ use crate::config::{parse_host_port, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
+use crate::config::GroupProtocol;
 use crate::group::classic::{ClassicConfig, ClassicMember};
+use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
 use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult, Identity};
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{MemberEvent, Subscription};
+use crate::group::member::{CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::TopicPartition;
 
@@ -72,11 +74,85 @@ struct Group {
     coordinator: Coordinator,
     commits: Commits,
     /// The member, once the application subscribed.
-    member: Option<ClassicMember>,
+    member: Option<Member>,
     /// What the member subscribes to.
     subscription: Option<Subscription>,
     /// Callers of a leave, answered when the member has left.
     leaving: Vec<Sender<()>>,
+}
+
+/// The group member of either protocol; both answer to the same calls.
+enum Member {
+    Classic(ClassicMember),
+    Consumer(ConsumerMember),
+}
+
+/// Calls the same method on either member.
+macro_rules! on_member {
+    ($m:expr, $x:ident => $e:expr) => {
+        match $m {
+            Member::Classic($x) => $e,
+            Member::Consumer($x) => $e,
+        }
+    };
+}
+
+impl Member {
+    fn subscribe(&mut self, sub: Subscription, now: Instant) {
+        on_member!(self, m => m.subscribe(sub, now))
+    }
+    fn leave(&mut self, now: Instant) {
+        on_member!(self, m => m.leave(now))
+    }
+    fn callback_done(&mut self, token: CallbackToken, now: Instant) {
+        on_member!(self, m => m.callback_done(token, now))
+    }
+    fn user_polled(&mut self, at: Instant) {
+        on_member!(self, m => m.user_polled(at))
+    }
+    fn poll_event(&mut self) -> Option<MemberEvent> {
+        on_member!(self, m => m.poll_event())
+    }
+    fn is_fatal(&self) -> bool {
+        on_member!(self, m => m.is_fatal())
+    }
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) -> Option<Transmit> {
+        on_member!(self, m => m.poll_transmit(now, links, coordinator, cluster))
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn handle_response(
+        &mut self,
+        id: u64,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) {
+        on_member!(self, m => m.handle_response(id, version, body, now, links, coordinator, cluster))
+    }
+    fn handle_failure(
+        &mut self,
+        id: u64,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        on_member!(self, m => m.handle_failure(id, failure, now, coordinator))
+    }
+    fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
+        on_member!(self, m => m.handle_timeout(now, cluster))
+    }
+    fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        on_member!(self, m => m.poll_timeout(now))
+    }
 }
 
 struct IoLoop {
@@ -391,8 +467,22 @@ impl IoLoop {
             return;
         };
         // A member that stopped for good is replaced: subscribing again starts over.
-        if g.member.as_ref().is_some_and(ClassicMember::is_fatal) {
+        if g.member.as_ref().is_some_and(Member::is_fatal) {
             g.member = None;
+        }
+        if g.member.is_none() && self.cfg.group_protocol == GroupProtocol::Consumer {
+            let rack = (!self.cfg.client_rack.is_empty()).then(|| self.cfg.client_rack.clone());
+            g.member = Some(Member::Consumer(ConsumerMember::new(
+                ConsumerMemberConfig {
+                    instance_id: self.cfg.group_instance_id.clone(),
+                    max_poll_interval: self.cfg.max_poll_interval,
+                    remote_assignor: self.cfg.group_remote_assignor.clone(),
+                    client_rack: rack,
+                    retry_backoff: Backoff::new(self.cfg.retry_backoff, self.cfg.retry_backoff_max),
+                    request_timeout: self.cfg.request_timeout,
+                },
+                Box::new(XorShift::new(seed(7))),
+            )));
         }
         if g.member.is_none() {
             let assignors = match self.cfg.assignors() {
@@ -407,7 +497,7 @@ impl IoLoop {
                 }
             };
             let rack = (!self.cfg.client_rack.is_empty()).then(|| self.cfg.client_rack.clone());
-            g.member = Some(ClassicMember::new(
+            g.member = Some(Member::Classic(ClassicMember::new(
                 ClassicConfig {
                     instance_id: self.cfg.group_instance_id.clone(),
                     session_timeout: self.cfg.session_timeout,
@@ -420,7 +510,7 @@ impl IoLoop {
                     request_timeout: self.cfg.request_timeout,
                 },
                 Box::new(XorShift::new(seed(6))),
-            ));
+            )));
         }
         g.subscription = Some(sub.clone());
         if let Some(m) = &mut g.member {
