@@ -945,7 +945,7 @@ impl ConsumerMember {
         let g = self.group();
         match code {
             ErrorCode::UNSUPPORTED_VERSION => format!(
-                "group {g}: the broker refused ConsumerGroupHeartbeat ({code}{detail}): the \
+                "group {g}: the broker refused ConsumerGroupHeartbeat{detail}: the \
                  cluster does not support group.protocol=consumer (KIP-848 needs Kafka 4.0 or \
                  later with the consumer rebalance protocol enabled: \
                  group.coordinator.rebalance.protocols includes consumer, feature \
@@ -972,17 +972,17 @@ impl ConsumerMember {
                  allows (group.consumer.max.size){detail}"
             ),
             ErrorCode::FENCED_INSTANCE_ID | ErrorCode::UNRELEASED_INSTANCE_ID => format!(
-                "group {g}: another member uses group.instance.id={} ({code}{detail}): every \
+                "group {g}: another member uses group.instance.id={}{detail}: every \
                  consumer needs its own group.instance.id",
                 self.cfg.instance_id.as_deref().unwrap_or("")
             ),
             ErrorCode::GROUP_ID_NOT_FOUND => format!(
-                "group {g}: the broker cannot run this group with the consumer protocol \
-                 ({code}{detail}): it is most likely a classic group that cannot be converted \
+                "group {g}: the broker cannot run this group with the consumer \
+                 protocol{detail}: it is most likely a classic group that cannot be converted \
                  (group.consumer.migration.policy, a custom assignor, or another protocol type)"
             ),
             ErrorCode::INVALID_REQUEST => format!(
-                "group {g}: the broker rejected the heartbeat as malformed ({code}{detail})"
+                "group {g}: the broker rejected the heartbeat as malformed{detail}"
             ),
             c => format!("group {g}: ConsumerGroupHeartbeat failed with {}{detail}", c.name()),
         }
