@@ -65,7 +65,8 @@ pub trait RebalanceListener: Send {
 pub struct GroupMetadata {
     /// The `group.id`.
     pub group_id: String,
-    /// The generation of the group this member last joined, -1 while not in one.
+    /// The generation of the group this member last joined (with `group.protocol=consumer`:
+    /// the member epoch), -1 while not in one.
     pub generation_id: i32,
     /// The member id the coordinator gave this consumer, empty while it has none.
     pub member_id: String,
