@@ -7,6 +7,9 @@
 //! cargo run --release --example group_demo -- BOOTSTRAP TOPIC EXPECTED_RECORDS [ASSIGNOR]
 //! ```
 //!
+//! ASSIGNOR is a classic assignor (`partition.assignment.strategy`), or `consumer` for the
+//! KIP-848 protocol (`group.protocol=consumer`, the broker's assignor).
+//!
 //! Each member "works" 50 ms per batch of at most 200 records, so that the backlog lasts
 //! long enough to be shared. Commits: in `on_partitions_revoked` (what was processed) and
 //! after each batch, so a partition that moves continues where it stopped.
@@ -17,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kafka_consumer::{
-    Consumer, ConsumerConfig, OffsetAndMetadata, OffsetReset, RebalanceListener, TopicPartition,
+    Consumer, ConsumerConfig, GroupProtocol, OffsetAndMetadata, OffsetReset, RebalanceListener,
+    TopicPartition,
 };
 
 /// What the members tell the timeline.
@@ -187,11 +191,18 @@ fn main() -> kafka_consumer::Result<()> {
                 .client_id(name)
                 .auto_offset_reset(OffsetReset::Earliest)
                 .enable_auto_commit(false)
-                .max_poll_records(200)
-                .session_timeout(Duration::from_secs(10))
-                .heartbeat_interval(Duration::from_secs(1));
-            if let Some(a) = &assignor {
-                config = config.partition_assignment_strategy(&[a.as_str()]);
+                .max_poll_records(200);
+            match assignor.as_deref() {
+                // The KIP-848 protocol: the broker assigns, and owns the session timing.
+                Some("consumer") => config = config.group_protocol(GroupProtocol::Consumer),
+                a => {
+                    config = config
+                        .session_timeout(Duration::from_secs(10))
+                        .heartbeat_interval(Duration::from_secs(1));
+                    if let Some(a) = a {
+                        config = config.partition_assignment_strategy(&[a]);
+                    }
+                }
             }
             let mut consumer = Consumer::new(config)?;
             shared.note(name, "joins");

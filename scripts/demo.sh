@@ -5,7 +5,8 @@
 # assigned by hand), then share it in a consumer group of three of our members
 # (examples/group_demo.rs): B and C join after A, C leaves, its partitions move; a
 # timeline shows who owned what and how many records each processed, and the run checks
-# that every record was processed exactly once.
+# that every record was processed exactly once. Then the same group story with the KIP-848
+# protocol (group.protocol=consumer: the broker assigns, rebalances are incremental).
 #
 #   ASSIGNOR=range bash scripts/demo.sh      # the eager assignor instead of cooperative-sticky
 set -euo pipefail
@@ -24,4 +25,6 @@ cargo build --release --quiet --example consume --example group_demo
 target/release/examples/consume "$BOOTSTRAP" "$TOPIC"
 echo "demo.sh: a consumer group of three members shares $TOPIC ($ASSIGNOR)"
 target/release/examples/group_demo "$BOOTSTRAP" "$TOPIC" "$COUNT" "$ASSIGNOR"
+echo "demo.sh: the same with the KIP-848 consumer group protocol (group.protocol=consumer)"
+target/release/examples/group_demo "$BOOTSTRAP" "$TOPIC" "$COUNT" consumer
 echo "demo.sh: the broker is still running; stop it with scripts/broker.sh stop"
