@@ -83,6 +83,19 @@ pub struct ConsumerConfig {
     pub(crate) assignment_strategy: Vec<String>,
     pub(crate) enable_auto_commit: bool,
     pub(crate) auto_commit_interval: Duration,
+    /// The classic-protocol settings set explicitly (by property or builder method), which
+    /// `group.protocol=consumer` refuses, as the Java client does.
+    pub(crate) explicit: ClassicSettings,
+}
+
+/// Which classic-protocol group settings were set explicitly. Their defaults work with
+/// both protocols; a value set on purpose is an error under `group.protocol=consumer`,
+/// where the broker controls them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ClassicSettings {
+    pub session_timeout: bool,
+    pub heartbeat_interval: bool,
+    pub assignment_strategy: bool,
 }
 
 /// Which group protocol a subscribing consumer speaks (`group.protocol`).
@@ -93,8 +106,10 @@ pub enum GroupProtocol {
     /// (`partition.assignment.strategy`). The default, as in the Java client.
     Classic,
     /// The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat): the broker
-    /// assigns (`group.remote.assignor`) and rebalances are incremental. Needs Kafka 4.0 or
-    /// later.
+    /// assigns (`group.remote.assignor`), controls the session and heartbeat timing
+    /// (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`), and
+    /// rebalances are incremental. Needs Kafka 4.0 or later. `session.timeout.ms`,
+    /// `heartbeat.interval.ms` and `partition.assignment.strategy` must not be set with it.
     Consumer,
 }
 
@@ -133,6 +148,7 @@ impl ConsumerConfig {
             assignment_strategy: vec!["range".to_owned(), "cooperative-sticky".to_owned()],
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_millis(5_000),
+            explicit: ClassicSettings::default(),
         }
     }
 
@@ -162,10 +178,14 @@ impl ConsumerConfig {
     /// `default.api.timeout.ms`, `reconnect.backoff.ms`, `reconnect.backoff.max.ms`,
     /// `retry.backoff.ms`, `metadata.max.age.ms` (`topic.metadata.refresh.interval.ms`),
     /// `socket.connection.setup.timeout.ms`, `client.rack`; for groups: `group.protocol`
-    /// (`classic`), `group.instance.id`, `session.timeout.ms`, `heartbeat.interval.ms`,
-    /// `max.poll.interval.ms`, `partition.assignment.strategy` (comma-separated names
-    /// `range`, `roundrobin`, `cooperative-sticky`, or the Java class names),
-    /// `enable.auto.commit`, `auto.commit.interval.ms`.
+    /// (`classic` or `consumer`), `group.instance.id`, `max.poll.interval.ms`,
+    /// `enable.auto.commit`, `auto.commit.interval.ms`; for the classic protocol only:
+    /// `session.timeout.ms`, `heartbeat.interval.ms`, `partition.assignment.strategy`
+    /// (comma-separated names `range`, `roundrobin`, `cooperative-sticky`, or the Java
+    /// class names); for the consumer protocol only: `group.remote.assignor`.
+    ///
+    /// A setting of the other protocol is accepted here and refused when the consumer is
+    /// created (the combination is what is wrong, and the keys may come in any order).
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut ConsumerConfig> {
         let v = value.trim();
         match key {
@@ -229,19 +249,29 @@ impl ConsumerConfig {
                 self.group_protocol = match v.to_ascii_lowercase().as_str() {
                     "classic" => GroupProtocol::Classic,
                     "consumer" => GroupProtocol::Consumer,
-                    _ => return Err(bad(key, v, "classic")),
+                    _ => return Err(bad(key, v, "classic, consumer")),
                 }
             }
             "group.remote.assignor" => {
+                if !v.is_empty() {
+                    check_remote_assignor(v)?;
+                }
                 self.group_remote_assignor = (!v.is_empty()).then(|| v.to_owned())
             }
-            "group.instance.id" => {
-                self.group_instance_id = (!v.is_empty()).then(|| v.to_owned())
+            "group.instance.id" => self.group_instance_id = (!v.is_empty()).then(|| v.to_owned()),
+            "session.timeout.ms" => {
+                self.session_timeout = parse_ms(key, v)?;
+                self.explicit.session_timeout = true;
             }
-            "session.timeout.ms" => self.session_timeout = parse_ms(key, v)?,
-            "heartbeat.interval.ms" => self.heartbeat_interval = parse_ms(key, v)?,
+            "heartbeat.interval.ms" => {
+                self.heartbeat_interval = parse_ms(key, v)?;
+                self.explicit.heartbeat_interval = true;
+            }
             "max.poll.interval.ms" => self.max_poll_interval = parse_ms(key, v)?,
-            "partition.assignment.strategy" => self.assignment_strategy = split_list(v),
+            "partition.assignment.strategy" => {
+                self.assignment_strategy = split_list(v);
+                self.explicit.assignment_strategy = true;
+            }
             "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
             "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
             _ => return Err(Error::config(format!("unknown configuration key `{key}`"))),
@@ -381,59 +411,81 @@ impl ConsumerConfig {
     }
 
     /// Sets `group.protocol`, the protocol [`Consumer::subscribe`](crate::Consumer::subscribe)
-    /// joins the group with.
+    /// joins the group with (default [`GroupProtocol::Classic`]). Each protocol has settings
+    /// of its own: setting one of the other protocol's is an error of kind
+    /// [`Config`](crate::ErrorKind::Config) when the consumer is created.
     pub fn group_protocol(mut self, p: GroupProtocol) -> Self {
         self.group_protocol = p;
         self
     }
 
-    /// Sets `group.remote.assignor` (consumer protocol only): the broker-side assignor,
-    /// `uniform` or `range` on a stock broker; unset, the broker's default.
+    /// Sets `group.remote.assignor` (consumer protocol only; an error with
+    /// `group.protocol=classic`): the broker-side assignor the member asks for, `uniform`
+    /// or `range` on a stock broker (a name the broker does not know makes it answer
+    /// UNSUPPORTED_ASSIGNOR). Empty: unset, the broker's default
+    /// (`group.consumer.assignors`). A name is letters, digits, `.`, `_` and `-`; another
+    /// one is an error of kind [`Config`](crate::ErrorKind::Config) when the consumer is
+    /// created.
     pub fn group_remote_assignor(mut self, name: &str) -> Self {
+        let name = name.trim();
         self.group_remote_assignor = (!name.is_empty()).then(|| name.to_owned());
         self
     }
 
-    /// Sets `group.instance.id`: a static member (KIP-345) keeps its partitions through a
-    /// restart within `session.timeout.ms`, and does not leave the group when it closes.
+    /// Sets `group.instance.id` (both protocols): a static member (KIP-345) keeps its
+    /// partitions through a restart within the session timeout, and does not leave the
+    /// group when it closes.
     pub fn group_instance_id(mut self, id: &str) -> Self {
         self.group_instance_id = Some(id.to_owned());
         self
     }
 
-    /// Sets `session.timeout.ms` (default 45 s): how long the coordinator waits for a
-    /// heartbeat before it removes the member. The broker bounds it
-    /// (`group.min.session.timeout.ms`, `group.max.session.timeout.ms`).
+    /// Sets `session.timeout.ms` (classic protocol only; default 45 s): how long the
+    /// coordinator waits for a heartbeat before it removes the member. The broker bounds
+    /// it (`group.min.session.timeout.ms`, `group.max.session.timeout.ms`). With
+    /// `group.protocol=consumer` the broker sets it (`group.consumer.session.timeout.ms`),
+    /// and setting it here is an error when the consumer is created.
     pub fn session_timeout(mut self, d: Duration) -> Self {
         self.session_timeout = saturate(d);
+        self.explicit.session_timeout = true;
         self
     }
 
-    /// Sets `heartbeat.interval.ms` (default 3 s); below `session.timeout.ms`. Heartbeats
-    /// come from the I/O thread, however long the application takes between polls.
+    /// Sets `heartbeat.interval.ms` (classic protocol only; default 3 s); below
+    /// `session.timeout.ms`. Heartbeats come from the I/O thread, however long the
+    /// application takes between polls. With `group.protocol=consumer` the broker sets it
+    /// (`group.consumer.heartbeat.interval.ms`), and setting it here is an error when the
+    /// consumer is created.
     pub fn heartbeat_interval(mut self, d: Duration) -> Self {
         self.heartbeat_interval = saturate(d);
+        self.explicit.heartbeat_interval = true;
         self
     }
 
-    /// Sets `max.poll.interval.ms` (default 5 min): a member that does not call `poll` for
-    /// longer leaves the group (its partitions go to others); its next `poll` reports them
-    /// lost and rejoins. Also the rebalance timeout the member gives the coordinator.
+    /// Sets `max.poll.interval.ms` (both protocols; default 5 min): a member that does not
+    /// call `poll` for longer leaves the group (its partitions go to others); its next
+    /// `poll` reports them lost and rejoins. Also the rebalance timeout the member gives
+    /// the coordinator.
     pub fn max_poll_interval(mut self, d: Duration) -> Self {
         self.max_poll_interval = saturate(d);
         self
     }
 
-    /// Sets `partition.assignment.strategy`: the assignors this member offers, in order of
-    /// preference (`range`, `roundrobin`, `cooperative-sticky`). Default `range,
-    /// cooperative-sticky`, as in the Java client. The group uses the first one every
-    /// member offers; cooperative rebalancing needs every listed assignor to support it.
+    /// Sets `partition.assignment.strategy` (classic protocol only): the assignors this
+    /// member offers, in order of preference (`range`, `roundrobin`,
+    /// `cooperative-sticky`). Default `range, cooperative-sticky`, as in the Java client.
+    /// The group uses the first one every member offers; cooperative rebalancing needs
+    /// every listed assignor to support it. With `group.protocol=consumer` the broker
+    /// assigns (choose its assignor with
+    /// [`group_remote_assignor`](Self::group_remote_assignor)), and setting this is an
+    /// error when the consumer is created.
     pub fn partition_assignment_strategy(mut self, names: &[&str]) -> Self {
         self.assignment_strategy = names.iter().map(|n| (*n).to_owned()).collect();
+        self.explicit.assignment_strategy = true;
         self
     }
 
-    /// Sets `enable.auto.commit` (default true): the consumer commits what `poll` has
+    /// Sets `enable.auto.commit` (both protocols; default true): the consumer commits what `poll` has
     /// returned every `auto.commit.interval.ms`, before partitions are revoked, and when it
     /// closes.
     pub fn enable_auto_commit(mut self, on: bool) -> Self {
@@ -441,7 +493,7 @@ impl ConsumerConfig {
         self
     }
 
-    /// Sets `auto.commit.interval.ms` (default 5 s).
+    /// Sets `auto.commit.interval.ms` (both protocols; default 5 s).
     pub fn auto_commit_interval(mut self, d: Duration) -> Self {
         self.auto_commit_interval = saturate(d);
         self
@@ -458,8 +510,31 @@ impl ConsumerConfig {
         Ok(())
     }
 
-    /// Checks that the group settings can work together.
+    /// Checks that the group settings can work together, and that none of the other
+    /// protocol's settings was set (as the Java client's `ConsumerConfig` does).
     fn validate_group_settings(&self) -> Result<()> {
+        if self.max_poll_interval.is_zero() {
+            return Err(Error::config("max.poll.interval.ms is 0"));
+        }
+        if self.enable_auto_commit && self.auto_commit_interval.is_zero() {
+            return Err(Error::config(
+                "auto.commit.interval.ms is 0 with enable.auto.commit=true",
+            ));
+        }
+        match self.group_protocol {
+            GroupProtocol::Classic => self.validate_classic(),
+            GroupProtocol::Consumer => self.validate_consumer(),
+        }
+    }
+
+    /// `group.protocol=classic`: the client-side timing and assignors can work, and no
+    /// consumer-protocol setting is set.
+    fn validate_classic(&self) -> Result<()> {
+        if let Some(name) = &self.group_remote_assignor {
+            return Err(Error::config(format!(
+                "group.remote.assignor (`{name}`) cannot be set when group.protocol=classic: it chooses the broker-side assignor of group.protocol=consumer; with the classic protocol use partition.assignment.strategy"
+            )));
+        }
         if self.session_timeout.is_zero() {
             return Err(Error::config("session.timeout.ms is 0"));
         }
@@ -470,15 +545,40 @@ impl ConsumerConfig {
                 self.session_timeout.as_millis()
             )));
         }
-        if self.max_poll_interval.is_zero() {
-            return Err(Error::config("max.poll.interval.ms is 0"));
-        }
-        if self.enable_auto_commit && self.auto_commit_interval.is_zero() {
-            return Err(Error::config(
-                "auto.commit.interval.ms is 0 with enable.auto.commit=true",
-            ));
-        }
         self.assignors().map(|_| ())
+    }
+
+    /// `group.protocol=consumer`: the broker controls the timing and the assignment, so
+    /// the classic settings must not be set; the remote assignor is a plausible name.
+    fn validate_consumer(&self) -> Result<()> {
+        let refused = [
+            (
+                self.explicit.session_timeout,
+                "session.timeout.ms",
+                "the broker sets the session timeout (group.consumer.session.timeout.ms)",
+            ),
+            (
+                self.explicit.heartbeat_interval,
+                "heartbeat.interval.ms",
+                "the broker sets the heartbeat interval (group.consumer.heartbeat.interval.ms)",
+            ),
+            (
+                self.explicit.assignment_strategy,
+                "partition.assignment.strategy",
+                "the broker assigns the partitions; choose its assignor with group.remote.assignor",
+            ),
+        ];
+        for (set, key, instead) in refused {
+            if set {
+                return Err(Error::config(format!(
+                    "{key} cannot be set when group.protocol=consumer: it is a classic-protocol setting, and under the consumer protocol {instead}"
+                )));
+            }
+        }
+        match &self.group_remote_assignor {
+            Some(name) => check_remote_assignor(name),
+            None => Ok(()),
+        }
     }
 
     /// The configured assignors, in order.
@@ -616,6 +716,20 @@ pub(crate) fn parse_host_port(s: &str) -> Result<(String, u16)> {
         return Err(bad("has characters a host name cannot have"));
     }
     Ok((host.to_owned(), port))
+}
+
+/// A `group.remote.assignor` name the broker could know: not blank, and letters, digits,
+/// `.`, `_`, `-` only (the broker answers UNSUPPORTED_ASSIGNOR for one it does not have).
+fn check_remote_assignor(name: &str) -> Result<()> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.trim().is_empty() || !name.chars().all(ok) {
+        return Err(bad(
+            "group.remote.assignor",
+            name,
+            "an assignor name of letters, digits, `.`, `_` and `-` (the broker's are `uniform` and `range`), or empty for the broker's default",
+        ));
+    }
+    Ok(())
 }
 
 fn bad(key: &str, v: &str, expected: &str) -> Error {
@@ -770,5 +884,208 @@ mod tests {
         assert!(c.validate().is_ok());
         assert_eq!(c.request_timeout, MAX_SETTING);
         assert_eq!(c.default_api_timeout, MAX_SETTING);
+    }
+
+    #[test]
+    fn group_protocol_accepts_classic_and_consumer_in_any_case_and_names_both_otherwise() {
+        for (v, want) in [
+            ("classic", GroupProtocol::Classic),
+            ("CONSUMER", GroupProtocol::Consumer),
+            (" Consumer ", GroupProtocol::Consumer),
+        ] {
+            let c = ConsumerConfig::from_properties([
+                ("bootstrap.servers", "h:1"),
+                ("group.protocol", v),
+            ])
+            .unwrap();
+            assert_eq!(c.group_protocol, want, "{v}");
+            assert!(c.validate().is_ok(), "{v}: the defaults work");
+        }
+        let e = ConsumerConfig::new("h:1")
+            .set("group.protocol", "eager")
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("group.protocol") && msg.contains("classic, consumer"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn group_remote_assignor_takes_a_plain_name_and_empty_means_the_broker_default() {
+        let c = ConsumerConfig::from_properties([
+            ("bootstrap.servers", "h:1"),
+            ("group.protocol", "consumer"),
+            ("group.remote.assignor", "uniform"),
+        ])
+        .unwrap();
+        assert_eq!(c.group_remote_assignor.as_deref(), Some("uniform"));
+        assert!(c.validate().is_ok());
+        for name in ["range", "my.custom_assignor-2"] {
+            let c = ConsumerConfig::new("h:1")
+                .group_protocol(GroupProtocol::Consumer)
+                .group_remote_assignor(name);
+            assert_eq!(c.group_remote_assignor.as_deref(), Some(name));
+            assert!(c.validate().is_ok(), "{name}");
+        }
+        for empty in ["", "  "] {
+            let mut c = ConsumerConfig::new("h:1");
+            c.set("group.remote.assignor", empty).unwrap();
+            assert_eq!(c.group_remote_assignor, None, "`{empty}` is unset");
+            let c = ConsumerConfig::new("h:1").group_remote_assignor(empty);
+            assert_eq!(c.group_remote_assignor, None, "`{empty}` is unset");
+            assert!(c.validate().is_ok(), "unset works with classic too");
+        }
+        for bad in ["uni form", "range,uniform", "org/x", "é"] {
+            let e = ConsumerConfig::new("h:1")
+                .set("group.remote.assignor", bad)
+                .map(|_| ())
+                .expect_err(bad);
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.to_string().contains("group.remote.assignor"), "{e}");
+            let e = ConsumerConfig::new("h:1")
+                .group_protocol(GroupProtocol::Consumer)
+                .group_remote_assignor(bad)
+                .validate()
+                .expect_err(bad);
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.to_string().contains("group.remote.assignor"), "{e}");
+        }
+    }
+
+    #[test]
+    fn classic_settings_set_explicitly_are_refused_under_the_consumer_protocol() {
+        let consumer = || ConsumerConfig::new("h:1").group_protocol(GroupProtocol::Consumer);
+        for (cfg, key, says) in [
+            (
+                consumer().session_timeout(Duration::from_secs(30)),
+                "session.timeout.ms",
+                "group.consumer.session.timeout.ms",
+            ),
+            (
+                consumer().heartbeat_interval(Duration::from_secs(1)),
+                "heartbeat.interval.ms",
+                "group.consumer.heartbeat.interval.ms",
+            ),
+            (
+                consumer().partition_assignment_strategy(&["range"]),
+                "partition.assignment.strategy",
+                "group.remote.assignor",
+            ),
+        ] {
+            let e = cfg.validate().expect_err(key);
+            assert_eq!(e.kind(), ErrorKind::Config);
+            let msg = e.to_string();
+            assert!(
+                msg.contains(key) && msg.contains("classic-protocol setting") && msg.contains(says),
+                "{key}: {msg}"
+            );
+        }
+        // The same by property, in either order, even with the default value.
+        for (key, v) in [
+            ("session.timeout.ms", "45000"),
+            ("heartbeat.interval.ms", "3000"),
+            ("partition.assignment.strategy", "range,cooperative-sticky"),
+        ] {
+            for protocol_first in [true, false] {
+                let mut props = vec![("bootstrap.servers", "h:1"), (key, v)];
+                let protocol = ("group.protocol", "consumer");
+                if protocol_first {
+                    props.insert(1, protocol);
+                } else {
+                    props.push(protocol);
+                }
+                let c = ConsumerConfig::from_properties(props).unwrap();
+                let e = c.validate().expect_err(key);
+                assert_eq!(e.kind(), ErrorKind::Config);
+                assert!(e.to_string().contains(key), "{e}");
+            }
+        }
+        // Not set: the defaults are fine, with or without the other group settings.
+        let c = consumer()
+            .group_id("g")
+            .group_instance_id("i-1")
+            .max_poll_interval(Duration::from_secs(60))
+            .enable_auto_commit(true)
+            .auto_commit_interval(Duration::from_secs(1));
+        assert!(c.validate().is_ok());
+        // The settings both protocols use keep their checks.
+        for (cfg, key) in [
+            (
+                consumer().max_poll_interval(Duration::ZERO),
+                "max.poll.interval.ms",
+            ),
+            (
+                consumer().auto_commit_interval(Duration::ZERO),
+                "auto.commit.interval.ms",
+            ),
+        ] {
+            let e = cfg.validate().expect_err(key);
+            assert!(e.to_string().contains(key), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_remote_assignor_is_refused_under_the_classic_protocol() {
+        for cfg in [
+            ConsumerConfig::new("h:1").group_remote_assignor("uniform"),
+            ConsumerConfig::from_properties([
+                ("bootstrap.servers", "h:1"),
+                ("group.remote.assignor", "uniform"),
+                ("group.protocol", "classic"),
+            ])
+            .unwrap(),
+        ] {
+            let e = cfg.validate().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Config);
+            let msg = e.to_string();
+            assert!(
+                msg.contains("group.remote.assignor")
+                    && msg.contains("cannot be set when group.protocol=classic"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn classic_only_checks_run_only_for_the_classic_protocol() {
+        // Classic: the timing and the assignors are checked.
+        for (cfg, key) in [
+            (
+                ConsumerConfig::new("h:1").heartbeat_interval(Duration::from_secs(60)),
+                "heartbeat.interval.ms",
+            ),
+            (
+                ConsumerConfig::new("h:1").session_timeout(Duration::ZERO),
+                "session.timeout.ms",
+            ),
+            (
+                ConsumerConfig::new("h:1").partition_assignment_strategy(&["sticky-ish"]),
+                "partition.assignment.strategy",
+            ),
+            (
+                ConsumerConfig::new("h:1").partition_assignment_strategy(&[]),
+                "partition.assignment.strategy",
+            ),
+        ] {
+            let e = cfg.validate().expect_err(key);
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.to_string().contains(key), "{key}: {e}");
+        }
+        let c = ConsumerConfig::new("h:1")
+            .session_timeout(Duration::from_secs(10))
+            .heartbeat_interval(Duration::from_secs(2))
+            .partition_assignment_strategy(&["roundrobin"]);
+        assert!(
+            c.validate().is_ok(),
+            "explicit classic settings with classic"
+        );
+        // Consumer: classic values left at their defaults are not looked at.
+        let mut c = ConsumerConfig::new("h:1").group_protocol(GroupProtocol::Consumer);
+        c.heartbeat_interval = Duration::from_secs(60);
+        c.assignment_strategy.clear();
+        assert!(c.validate().is_ok());
     }
 }

@@ -4,7 +4,10 @@
 //! Used by the application (`commit_sync`, `commit_async`, `committed`) and by the fetcher,
 //! which starts an unpositioned partition from its committed offset. In manual-assignment
 //! mode the consumer is not a group member: it commits as generation -1 with no member id,
-//! which the broker accepts while the group has no active members.
+//! which the broker accepts while the group has no active members. A member of a classic
+//! group commits with its generation; a member speaking the KIP-848 consumer protocol
+//! commits with its member epoch in the same field (OffsetCommit v9+), and also names itself
+//! (member id and epoch) when it reads committed offsets (OffsetFetch v9+).
 //!
 //! ```text
 //!   queued ──coordinator known, link ready──▶ in flight ──answer──▶ done (event)
@@ -24,8 +27,21 @@
 //!    found again.
 //! 4. A committed-offset lookup for the fetcher never turns a failure into "nothing
 //!    committed": it reports the partitions as failed and the fetcher asks again.
+//! 5. A consumer-protocol member's offset fetch that the broker refuses with
+//!    STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID (its epoch moved on, or it is rejoining) is
+//!    never an error of its own: the fetcher's partitions are reported failed (invariant 4;
+//!    above all never "nothing committed", which would reset their positions and skip or
+//!    repeat records), and the application's lookup is retried after a backoff, with the
+//!    identity current then, until its deadline.
+//! 6. A consumer-protocol member's commit refused with STALE_MEMBER_EPOCH (up to Kafka 4.2
+//!    the epoch must match exactly, so a commit racing an epoch bump gets it) is retried
+//!    after a backoff, until its deadline, with the identity current at resend time, and
+//!    only for the partitions the member still owns ([`Commits::set_assignment`]): a
+//!    partition reassigned meanwhile is dropped from it, since committing it would
+//!    overwrite its new owner's progress. With none left the commit fails
+//!    (`CommitFailed`). From any other identity STALE_MEMBER_EPOCH is a plain failure.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::backoff::{Backoff, Jitter, Retry};
@@ -117,6 +133,11 @@ struct CommitJob {
     /// out, and the request is left to finish (its answer ignored) so that later commits
     /// still go out after it (invariant 1).
     abandoned: bool,
+    /// Who its last request spoke for (set when it is sent).
+    sent_as: Option<Identity>,
+    /// It was refused with STALE_MEMBER_EPOCH: it is resent only for the partitions the
+    /// member still owns (invariant 6).
+    owned_only: bool,
 }
 
 #[derive(Debug)]
@@ -135,6 +156,10 @@ struct FetchJob {
     not_before: Option<Instant>,
     in_flight: Option<u64>,
     last_problem: Option<String>,
+    /// The member epoch its last request named the member with (member id and epoch,
+    /// OffsetFetch v9+), so the broker checked its membership (invariant 5); `None`: sent
+    /// without.
+    sent_member_epoch: Option<i32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -147,6 +172,9 @@ enum Sent {
 pub(crate) struct Commits {
     cfg: CommitConfig,
     identity: Identity,
+    /// The partitions the consumer owns now; `None` until told (everything counts as
+    /// owned).
+    owned: Option<HashSet<TopicPartition>>,
     commits: VecDeque<CommitJob>,
     fetches: Vec<FetchJob>,
     sent: HashMap<u64, Sent>,
@@ -161,6 +189,7 @@ impl Commits {
         Commits {
             cfg,
             identity: Identity::outsider(),
+            owned: None,
             commits: VecDeque::new(),
             fetches: Vec::new(),
             sent: HashMap::new(),
@@ -174,6 +203,49 @@ impl Commits {
     /// outsider's. Commits not yet sent go out with it.
     pub fn set_identity(&mut self, identity: Identity) {
         self.identity = identity;
+    }
+
+    /// The partitions the consumer owns now (assigned by the group, or manually), to be
+    /// called whenever they change. A commit refused with STALE_MEMBER_EPOCH is resent only
+    /// for these (invariant 6); one waiting to be resent with none of them left fails now.
+    /// Until the first call every partition counts as owned.
+    // The I/O loop calls it whenever the assigned partitions change; the allow goes once
+    // that call is wired in.
+    #[allow(dead_code)]
+    pub fn set_assignment(&mut self, owned: &[TopicPartition]) {
+        self.owned = Some(owned.iter().cloned().collect());
+        let mut i = 0;
+        while i < self.commits.len() {
+            let job = &mut self.commits[i];
+            if job.owned_only && job.in_flight.is_none() && !job.abandoned {
+                let dropped = drop_unowned(job, self.owned.as_ref());
+                if !dropped.is_empty() && job.offsets.is_empty() {
+                    if let Some(job) = self.commits.remove(i) {
+                        self.fail_revoked(job, &dropped);
+                    }
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Ends `job`, whose partitions were all revoked while it waited to be resent.
+    fn fail_revoked(&mut self, job: CommitJob, dropped: &[TopicPartition]) {
+        let list: Vec<String> = dropped.iter().map(ToString::to_string).collect();
+        let mut e = Error::broker(
+            ErrorCode::STALE_MEMBER_EPOCH,
+            format!(
+                "the commit was refused because the member epoch moved on, and its partitions ({}) were revoked or reassigned meanwhile; they are not committed again, since that could overwrite their new owner's progress",
+                list.join(", ")
+            ),
+        );
+        e.set_kind(ErrorKind::CommitFailed);
+        log::warn!("{e}");
+        self.events.push_back(CommitEvent::Committed {
+            id: job.id,
+            result: Err(e),
+        });
     }
 
     /// Queues commit `id` of `offsets`, due by `deadline`.
@@ -197,6 +269,8 @@ impl Commits {
             in_flight: None,
             last_problem: None,
             abandoned: false,
+            sent_as: None,
+            owned_only: false,
         });
     }
 
@@ -216,6 +290,7 @@ impl Commits {
             not_before: None,
             in_flight: None,
             last_problem: None,
+            sent_member_epoch: None,
         });
     }
 
@@ -247,6 +322,7 @@ impl Commits {
             not_before: None,
             in_flight: None,
             last_problem: None,
+            sent_member_epoch: None,
         });
     }
 
@@ -271,6 +347,16 @@ impl Commits {
         // The oldest commit first, alone (invariant 1).
         if let Some(job) = self.commits.front_mut() {
             if job.in_flight.is_none() && job.not_before.is_none_or(|t| now >= t) {
+                if job.owned_only {
+                    // Revoked since the STALE_MEMBER_EPOCH answer: not resent (invariant 6).
+                    let dropped = drop_unowned(job, self.owned.as_ref());
+                    if !dropped.is_empty() && job.offsets.is_empty() {
+                        if let Some(job) = self.commits.pop_front() {
+                            self.fail_revoked(job, &dropped);
+                        }
+                        return None;
+                    }
+                }
                 let Some(v) = versions.pick::<OffsetCommitRequest>() else {
                     let e =
                         Error::unsupported(versions.unsupported::<OffsetCommitRequest>(route.peer));
@@ -284,6 +370,7 @@ impl Commits {
                 let rid = self.next_req;
                 self.next_req += 1;
                 job.in_flight = Some(rid);
+                job.sent_as = Some(self.identity.clone());
                 self.sent.insert(rid, Sent::Commit { route });
                 return Some(Transmit::new(
                     route,
@@ -316,9 +403,23 @@ impl Commits {
         if v >= 7 {
             req.require_stable = self.cfg.require_stable;
         }
+        // A consumer-protocol member names itself (v9+); the broker then checks that its
+        // epoch is current (invariant 5). Others (classic members, outsiders) send null / -1.
+        let who = &self.identity;
+        let as_member = v >= MEMBER_FETCH_VERSION
+            && who.consumer_protocol
+            && who.generation >= 0
+            && !who.member_id.is_empty();
+        if as_member {
+            if let Some(g) = req.groups.first_mut() {
+                g.member_id = Some(who.member_id.clone());
+                g.member_epoch = who.generation;
+            }
+        }
         let rid = self.next_req;
         self.next_req += 1;
         job.in_flight = Some(rid);
+        job.sent_member_epoch = as_member.then_some(who.generation);
         self.sent.insert(rid, Sent::Fetch { route });
         Some(Transmit::new(
             route,
@@ -343,6 +444,39 @@ impl Commits {
                     found: Vec::new(),
                     failed: epochs.into_iter().collect(),
                 });
+            }
+        }
+    }
+
+    /// The offset fetch `rid` (job `pos`) named the member, and the broker refused it with
+    /// `code` (STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID): the member's epoch moved on or it
+    /// is rejoining (invariant 5). The fetcher's partitions are reported failed, never as
+    /// nothing committed; the application's lookup is retried with the identity current
+    /// then.
+    fn fetch_refused_membership(
+        &mut self,
+        pos: usize,
+        rid: u64,
+        code: ErrorCode,
+        epoch: i32,
+        now: Instant,
+    ) {
+        let why =
+            format!("OffsetFetch: {code} (member epoch {epoch} is not current at the coordinator)");
+        match self.fetches[pos].purpose {
+            FetchFor::User { .. } => {
+                log::debug!("{why}; asking again");
+                self.retry_request(rid, why, now);
+            }
+            FetchFor::Positions(_) => {
+                log::debug!("{why}; the fetcher asks again");
+                let job = self.fetches.swap_remove(pos);
+                if let FetchFor::Positions(epochs) = job.purpose {
+                    self.events.push_back(CommitEvent::Positions {
+                        found: Vec::new(),
+                        failed: epochs.into_iter().collect(),
+                    });
+                }
             }
         }
     }
@@ -444,7 +578,9 @@ impl Commits {
             }
         }
         let job = &self.commits[pos];
+        let sent_as = job.sent_as.clone().unwrap_or_else(|| self.identity.clone());
         let mut retriable: Option<ErrorCode> = None;
+        let mut stale = false;
         let mut failed: Option<(TopicPartition, ErrorCode)> = None;
         for tp in job.offsets.keys() {
             let code = answers
@@ -456,6 +592,8 @@ impl Commits {
                 ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
                     retriable = Some(code);
                 }
+                // The member epoch moved on: the safe retry of invariant 6.
+                ErrorCode::STALE_MEMBER_EPOCH if sent_as.consumer_protocol => stale = true,
                 c if c.is_retriable() => retriable = retriable.or(Some(c)),
                 c => {
                     failed.get_or_insert((tp.clone(), c));
@@ -466,13 +604,35 @@ impl Commits {
             let Some(job) = self.commits.remove(pos) else {
                 return;
             };
-            let e = commit_error(&group, &self.identity, &tp, code);
+            let e = commit_error(&group, &sent_as, &tp, code);
             log::warn!("{e}");
             self.events.push_back(CommitEvent::Committed {
                 id: job.id,
                 result: Err(e),
             });
             return;
+        }
+        if stale {
+            let job = &mut self.commits[pos];
+            job.owned_only = true;
+            let dropped = drop_unowned(job, self.owned.as_ref());
+            if job.offsets.is_empty() {
+                if let Some(job) = self.commits.remove(pos) {
+                    self.fail_revoked(job, &dropped);
+                }
+                return;
+            }
+            log::info!(
+                "group {group}: commit refused with STALE_MEMBER_EPOCH at member epoch {} of member {}; retrying {} partitions with the current epoch{}",
+                sent_as.generation,
+                sent_as.member_id,
+                job.offsets.len(),
+                if dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} revoked meanwhile, dropped)", dropped.len())
+                }
+            );
         }
         if let Some(code) = retriable {
             if matches!(
@@ -482,6 +642,15 @@ impl Commits {
                 coordinator.mark_unknown(&format!("OffsetCommit: {code}"), now);
             }
             self.retry_request(rid, format!("OffsetCommit: {code}"), now);
+            return;
+        }
+        if stale {
+            let why = format!(
+                "OffsetCommit: {} (member epoch {} is no longer current)",
+                ErrorCode::STALE_MEMBER_EPOCH,
+                sent_as.generation
+            );
+            self.retry_request(rid, why, now);
             return;
         }
         if let Some(job) = self.commits.remove(pos) {
@@ -523,6 +692,12 @@ impl Commits {
             }
         };
         let top = ErrorCode::from_code(top);
+        let sent_epoch = self.fetches[pos].sent_member_epoch;
+        let as_member = sent_epoch.is_some();
+        if let Some(epoch) = sent_epoch.filter(|_| is_membership_refusal(top)) {
+            self.fetch_refused_membership(pos, rid, top, epoch, now);
+            return;
+        }
         if top.is_err() {
             if top.is_retriable() {
                 if matches!(
@@ -544,6 +719,7 @@ impl Commits {
         }
         let mut found: HashMap<TopicPartition, Option<Committed>> = HashMap::new();
         let mut unstable = None;
+        let mut membership = None;
         let mut failed = None;
         let job = &self.fetches[pos];
         for o in &offsets {
@@ -567,6 +743,7 @@ impl Commits {
                 ErrorCode::UNKNOWN_TOPIC_OR_PARTITION => {
                     found.insert(tp.clone(), None);
                 }
+                c if as_member && is_membership_refusal(c) => membership = Some(c),
                 c if c.is_retriable() => unstable = Some(c),
                 c => {
                     failed.get_or_insert((tp.clone(), c));
@@ -581,6 +758,10 @@ impl Commits {
             )
             .with_partition(tp);
             self.fetch_failed_for_good(job, e);
+            return;
+        }
+        if let Some((code, epoch)) = membership.zip(sent_epoch) {
+            self.fetch_refused_membership(pos, rid, code, epoch, now);
             return;
         }
         let missing = job.partitions.iter().any(|tp| !found.contains_key(tp));
@@ -726,6 +907,45 @@ fn route_of(s: Sent) -> Route {
     }
 }
 
+/// The first OffsetFetch version whose group entry names the asking member.
+const MEMBER_FETCH_VERSION: i16 = 9;
+
+/// An offset-fetch refusal that says the named member's epoch is not current (invariant 5).
+fn is_membership_refusal(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::STALE_MEMBER_EPOCH | ErrorCode::UNKNOWN_MEMBER_ID
+    )
+}
+
+/// Removes from `job` the partitions not in `owned` (`None`: all are owned), and returns
+/// them.
+fn drop_unowned(
+    job: &mut CommitJob,
+    owned: Option<&HashSet<TopicPartition>>,
+) -> Vec<TopicPartition> {
+    let Some(owned) = owned else {
+        return Vec::new();
+    };
+    let dropped: Vec<TopicPartition> = job
+        .offsets
+        .keys()
+        .filter(|tp| !owned.contains(*tp))
+        .cloned()
+        .collect();
+    for tp in &dropped {
+        job.offsets.remove(tp);
+    }
+    if !dropped.is_empty() {
+        log::info!(
+            "commit {}: not committing {} partitions revoked since the member epoch moved on",
+            job.id,
+            dropped.len()
+        );
+    }
+    dropped
+}
+
 fn commit_request(
     group: &str,
     who: &Identity,
@@ -757,20 +977,57 @@ fn commit_request(
     }
 }
 
-/// The error for a commit the broker refused for good.
+/// The error for a commit the broker refused for good, sent as `identity`. Refusals that
+/// say the consumer is not (or no longer) the member it spoke as are `CommitFailed`.
 fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: ErrorCode) -> Error {
+    let member = identity.generation >= 0;
+    // What the number in the request is: the classic generation or the KIP-848 member epoch.
+    let epoch = if identity.consumer_protocol {
+        format!("member epoch {}", identity.generation)
+    } else {
+        format!("generation {}", identity.generation)
+    };
     let (kind, text) = match code {
-        ErrorCode::REBALANCE_IN_PROGRESS if identity.generation >= 0 => (
+        ErrorCode::REBALANCE_IN_PROGRESS if member => (
             ErrorKind::CommitFailed,
             format!(
                 "the commit was refused: group {group} is rebalancing, and its partitions may move; commit in RebalanceListener::on_partitions_revoked (the consumer then still owns them), or after the rebalance with the next poll"
             ),
         ),
-        ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION if identity.generation >= 0 => (
+        ErrorCode::UNKNOWN_MEMBER_ID if member && identity.consumer_protocol => (
             ErrorKind::CommitFailed,
             format!(
-                "the commit was refused: this consumer is no longer a member of group {group} in generation {} (it missed its session or max.poll.interval.ms, or the group rebalanced); its partitions may belong to another member now, and the next poll rejoins",
-                identity.generation
+                "the commit was refused: this consumer is no longer a member of group {group} (it spoke as member {} in {epoch}); the coordinator fenced or removed it (a missed session, group.consumer.session.timeout.ms on the broker, or max.poll.interval.ms), its partitions may belong to another member now, and the next poll rejoins",
+                identity.member_id
+            ),
+        ),
+        ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION if member => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: this consumer is no longer a member of group {group} in {epoch} (it missed its session or max.poll.interval.ms, or the group rebalanced); its partitions may belong to another member now, and the next poll rejoins"
+            ),
+        ),
+        ErrorCode::STALE_MEMBER_EPOCH => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: {epoch} of this consumer is not the current member epoch in group {group}; its partitions may have moved, so the commit is not repeated"
+            ),
+        ),
+        ErrorCode::GROUP_ID_NOT_FOUND if member => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: group {group} no longer exists at its coordinator (it was deleted or converted), so this consumer ({epoch}) is no longer a member of it; the next poll rejoins"
+            ),
+        ),
+        ErrorCode::GROUP_ID_NOT_FOUND => (
+            ErrorKind::Broker,
+            format!("the commit was refused: group {group} does not exist at its coordinator"),
+        ),
+        ErrorCode::FENCED_INSTANCE_ID => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: another consumer with the same group.instance.id ({}) joined group {group} and fenced this one, which must stop; give every consumer its own group.instance.id",
+                identity.instance_id.as_deref().unwrap_or("none")
             ),
         ),
         ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION | ErrorCode::REBALANCE_IN_PROGRESS => (

@@ -925,6 +925,401 @@ fn poll_timeout_only_returns_future_instants() {
     assert!(r.commits.poll_timeout(next).is_none_or(|t| t > next));
 }
 
+// ----- the consumer protocol (KIP-848) -------------------------------------------------------
+
+/// A consumer-protocol member at member epoch `epoch`.
+fn member_at(epoch: i32) -> Identity {
+    Identity {
+        generation: epoch,
+        member_id: "m-1".into(),
+        instance_id: None,
+        consumer_protocol: true,
+    }
+}
+
+/// The member id and epoch an OffsetFetch request names its asker with (null and -1 when
+/// the version has no such fields).
+fn fetch_asker(t: &Transmit) -> (Option<String>, i32) {
+    let req = request::<OffsetFetchRequest>(t);
+    match req.groups.first() {
+        Some(g) => (g.member_id.clone(), g.member_epoch),
+        None => (None, -1),
+    }
+}
+
+#[test]
+fn a_consumer_protocol_member_names_itself_in_offset_fetch_v9_and_no_one_else_does() {
+    let classic = Identity {
+        generation: 4,
+        member_id: "m-1".into(),
+        instance_id: None,
+        consumer_protocol: false,
+    };
+    let joining = Identity {
+        generation: 0,
+        member_id: String::new(),
+        ..member_at(0)
+    };
+    let left = Identity {
+        generation: -1,
+        ..member_at(0)
+    };
+    for (who, v, want) in [
+        (member_at(7), 9, (Some("m-1".to_owned()), 7)),
+        (member_at(7), 8, (None, -1)),
+        (member_at(7), 7, (None, -1)),
+        (classic, 9, (None, -1)),
+        (Identity::outsider(), 9, (None, -1)),
+        (joining, 9, (None, -1)),
+        (left, 9, (None, -1)),
+    ] {
+        let mut r = Rig::new();
+        r.net
+            .links
+            .on_ready(group_route(2), Versions::new([(9, 1, v), (8, 2, 9)]));
+        r.commits.set_identity(who.clone());
+        r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+        let t = r.send();
+        assert_eq!(t.version, v);
+        assert_eq!(fetch_asker(&t), want, "{who:?} at v{v}");
+        // The position lookups for the fetcher name it the same way.
+        r.answer(&t);
+        r.events();
+        r.commits
+            .fetch_positions(vec![(tp("t", 0), PositionEpoch(1))]);
+        let t = r.send();
+        assert_eq!(fetch_asker(&t), want, "{who:?} at v{v}, positions");
+    }
+}
+
+#[test]
+fn a_member_epoch_refusal_on_a_positions_lookup_reports_the_partitions_failed_never_nothing_committed(
+) {
+    for (top, part) in [
+        (ErrorCode::STALE_MEMBER_EPOCH, ErrorCode::None),
+        (ErrorCode::UNKNOWN_MEMBER_ID, ErrorCode::None),
+        (ErrorCode::None, ErrorCode::STALE_MEMBER_EPOCH),
+        (ErrorCode::None, ErrorCode::UNKNOWN_MEMBER_ID),
+    ] {
+        let mut r = Rig::new();
+        r.broker.committed.insert(tp("t", 0), 42);
+        r.commits.set_identity(member_at(3));
+        r.commits.fetch_positions(vec![
+            (tp("t", 0), PositionEpoch(3)),
+            (tp("t", 1), PositionEpoch(3)),
+        ]);
+        let t = r.send();
+        r.answer_fetch(
+            &t,
+            top,
+            |p| {
+                if p.partition() == 0 {
+                    part.code()
+                } else {
+                    0
+                }
+            },
+        );
+        let ev = r.events();
+        assert_eq!(
+            positions(&ev),
+            vec![(vec![], vec![tp("t", 0), tp("t", 1)])],
+            "{top} / {part}: failed, to be asked again"
+        );
+        assert!(
+            !ev.iter().any(|e| matches!(e, CommitEvent::Error(_))),
+            "{top} / {part}: the epoch moving on is no error for the application: {ev:?}"
+        );
+        // The fetcher asks again once the epoch is current.
+        r.commits.set_identity(member_at(4));
+        r.commits
+            .fetch_positions(vec![(tp("t", 0), PositionEpoch(4))]);
+        let t = r.send();
+        assert_eq!(fetch_asker(&t), (Some("m-1".to_owned()), 4));
+        r.answer(&t);
+        assert_eq!(
+            positions(&r.events()),
+            vec![(vec![(tp("t", 0), Some(42))], vec![])]
+        );
+    }
+}
+
+#[test]
+fn a_member_epoch_refusal_on_a_committed_lookup_is_retried_with_the_current_epoch() {
+    let mut r = Rig::new();
+    r.broker.committed.insert(tp("t", 0), 42);
+    r.commits.set_identity(member_at(3));
+    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+    let t = r.send();
+    r.answer_fetch(&t, ErrorCode::STALE_MEMBER_EPOCH, |_| 0);
+    assert!(r.events().is_empty(), "retried, not reported");
+    r.commits.set_identity(member_at(4));
+    r.at(r.timer().expect("a backoff"));
+    let t = r.send();
+    assert_eq!(
+        fetch_asker(&t),
+        (Some("m-1".to_owned()), 4),
+        "the new epoch"
+    );
+    r.answer_fetch(&t, ErrorCode::None, |_| ErrorCode::UNKNOWN_MEMBER_ID.code());
+    assert!(r.events().is_empty(), "retried, not reported");
+    r.at(r.timer().expect("a backoff"));
+    let t = r.send();
+    r.answer(&t);
+    let want: BTreeMap<TopicPartition, Option<i64>> = [(tp("t", 0), Some(42))].into();
+    assert_eq!(offsets_of(&r.events()), vec![(1, Ok(want))]);
+
+    // An epoch that never becomes current: a timeout at the deadline that says why.
+    r.commits.fetch(2, vec![tp("t", 0)], r.now() + secs(2));
+    let deadline = r.now() + secs(2);
+    while r.now() < deadline {
+        for t in r.sends() {
+            r.answer_fetch(&t, ErrorCode::STALE_MEMBER_EPOCH, |_| 0);
+        }
+        assert!(r.events().is_empty());
+        let next = r.timer().expect("a timer");
+        r.at(next.min(deadline));
+    }
+    r.round();
+    let ev = r.events();
+    let [CommitEvent::Offsets {
+        id: 2,
+        result: Err(e),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.to_string().contains("STALE_MEMBER_EPOCH"), "{e}");
+}
+
+#[test]
+fn a_member_epoch_refusal_of_a_lookup_not_naming_a_member_fails_it() {
+    // The broker checks membership only when the request names a member: from anyone
+    // else these codes are not about an epoch moving on.
+    let mut r = Rig::new();
+    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+    let t = r.send();
+    r.answer_fetch(&t, ErrorCode::UNKNOWN_MEMBER_ID, |_| 0);
+    assert_eq!(offsets_of(&r.events()), vec![(1, Err(ErrorKind::Broker))]);
+}
+
+#[test]
+fn a_stale_commit_is_retried_with_the_new_epoch_for_the_partitions_still_owned() {
+    let mut r = Rig::new();
+    r.commits.set_identity(member_at(5));
+    r.commit(1, &[(tp("t", 0), 10), (tp("t", 1), 11)], secs(30));
+    let t = r.send();
+    let req = request::<OffsetCommitRequest>(&t);
+    assert_eq!(
+        (req.generation_id_or_member_epoch, req.member_id.as_str()),
+        (5, "m-1"),
+        "the member epoch in the generation field"
+    );
+    r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
+    assert!(r.events().is_empty(), "retried, not reported");
+
+    // Before the first assignment is known every partition counts as owned.
+    r.commits.set_identity(member_at(6));
+    r.at(r.timer().expect("a backoff"));
+    let t = r.send();
+    assert_eq!(commit_id(&t), 1);
+    let req = request::<OffsetCommitRequest>(&t);
+    assert_eq!(
+        req.generation_id_or_member_epoch, 6,
+        "the epoch current now"
+    );
+    assert_eq!(SimBroker::commit_request(&t).len(), 2);
+    r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
+    assert!(r.events().is_empty());
+
+    // The epoch moved on because partition 1 was revoked: only partition 0 is resent.
+    r.commits.set_identity(member_at(7));
+    r.commits.set_assignment(&[tp("t", 0), tp("t", 2)]);
+    assert!(r.events().is_empty(), "something is left to commit");
+    r.at(r.timer().expect("a backoff"));
+    let t = r.send();
+    let req = request::<OffsetCommitRequest>(&t);
+    assert_eq!(req.generation_id_or_member_epoch, 7);
+    assert_eq!(
+        SimBroker::commit_request(&t),
+        vec![(tp("t", 0), 10, Some("c1".to_owned()))],
+        "only the partition still owned"
+    );
+    r.answer(&t);
+    assert_eq!(committed_ids(&r.events()), vec![(1, Ok(()))]);
+    assert_eq!(r.broker.committed.get(&tp("t", 0)), Some(&10));
+    assert_eq!(
+        r.broker.committed.get(&tp("t", 1)),
+        None,
+        "never committed over its new owner"
+    );
+}
+
+#[test]
+fn a_stale_commit_whose_partitions_were_all_revoked_fails_with_commit_failed() {
+    // Revoked while the commit was on the wire.
+    let mut r = Rig::new();
+    r.commits.set_identity(member_at(5));
+    r.commits.set_assignment(&[tp("t", 0), tp("t", 1)]);
+    r.commit(1, &[(tp("t", 0), 10), (tp("t", 1), 11)], secs(30));
+    r.commit(2, &[(tp("t", 2), 12)], secs(30));
+    let t = r.send();
+    r.commits.set_assignment(&[tp("t", 2)]);
+    r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
+    let ev = r.events();
+    let [CommitEvent::Committed {
+        id: 1,
+        result: Err(e),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::CommitFailed);
+    let msg = e.to_string();
+    assert!(msg.contains("revoked or reassigned meanwhile"), "{msg}");
+    assert!(msg.contains("t-0, t-1"), "names the partitions: {msg}");
+    // The next commit is not held up.
+    let t = r.send();
+    assert_eq!(commit_id(&t), 2);
+    r.answer(&t);
+    assert_eq!(committed_ids(&r.events()), vec![(2, Ok(()))]);
+
+    // Revoked while it waited to be resent: it fails at once.
+    let mut r = Rig::new();
+    r.commits.set_identity(member_at(5));
+    r.commit(1, &[(tp("t", 0), 10)], secs(30));
+    let t = r.send();
+    r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
+    assert!(r.events().is_empty());
+    r.commits.set_identity(member_at(6));
+    r.commits.set_assignment(&[]);
+    assert_eq!(
+        committed_ids(&r.events()),
+        vec![(1, Err(ErrorKind::CommitFailed))]
+    );
+    r.at(r.now() + secs(5));
+    assert!(r.round().is_empty(), "nothing resent");
+    assert_eq!(r.timer(), None);
+}
+
+#[test]
+fn an_assignment_change_leaves_commits_that_were_not_refused_alone() {
+    // Only the retry after STALE_MEMBER_EPOCH is limited to owned partitions: a commit
+    // the application makes goes out as made.
+    let mut r = Rig::new();
+    r.commits.set_identity(member_at(5));
+    r.commits.set_assignment(&[tp("t", 0)]);
+    r.commit(1, &[(tp("t", 0), 10), (tp("t", 1), 11)], secs(30));
+    let t = r.send();
+    assert_eq!(SimBroker::commit_request(&t).len(), 2);
+    r.answer_error(&t, ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+    r.commits.set_assignment(&[]);
+    assert!(r.events().is_empty());
+    r.at(r.timer().expect("a backoff"));
+    let t = r.send();
+    assert_eq!(SimBroker::commit_request(&t).len(), 2);
+    r.answer(&t);
+    assert_eq!(committed_ids(&r.events()), vec![(1, Ok(()))]);
+}
+
+#[test]
+fn a_stale_commit_that_stays_stale_times_out_at_its_deadline_saying_why() {
+    let mut r = Rig::new();
+    r.commits.set_identity(member_at(5));
+    r.commit(1, &[(tp("t", 0), 10)], secs(2));
+    let deadline = r.now() + secs(2);
+    while r.now() < deadline {
+        for t in r.sends() {
+            r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        assert!(r.events().is_empty());
+        let next = r.timer().expect("a timer");
+        r.at(next.min(deadline));
+    }
+    r.round();
+    let ev = r.events();
+    let [CommitEvent::Committed {
+        id: 1,
+        result: Err(e),
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.to_string().contains("STALE_MEMBER_EPOCH"), "{e}");
+}
+
+#[test]
+fn stale_member_epoch_fails_a_commit_that_does_not_speak_the_consumer_protocol() {
+    let classic = Identity {
+        generation: 4,
+        member_id: "m-1".into(),
+        instance_id: None,
+        consumer_protocol: false,
+    };
+    for who in [classic, Identity::outsider()] {
+        let mut r = Rig::new();
+        r.commits.set_identity(who.clone());
+        r.commit(1, &[(tp("t", 0), 10)], secs(30));
+        let t = r.send();
+        r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
+        let ev = r.events();
+        let [CommitEvent::Committed {
+            id: 1,
+            result: Err(e),
+        }] = &ev[..]
+        else {
+            panic!("{who:?}: {ev:?}")
+        };
+        assert_eq!(e.kind(), ErrorKind::CommitFailed, "{who:?}");
+        assert_eq!(e.kafka_code(), Some(ErrorCode::STALE_MEMBER_EPOCH.code()));
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("generation {}", who.generation)) && msg.contains("group g"),
+            "{msg}"
+        );
+        assert!(r.round().is_empty(), "not retried");
+    }
+}
+
+#[test]
+fn a_consumer_protocol_member_s_refused_commit_speaks_of_its_member_epoch() {
+    for (code, says) in [
+        (ErrorCode::UNKNOWN_MEMBER_ID, "no longer a member"),
+        (ErrorCode::GROUP_ID_NOT_FOUND, "no longer exists"),
+        (ErrorCode::FENCED_INSTANCE_ID, "group.instance.id (i-1)"),
+    ] {
+        let mut r = Rig::new();
+        r.commits.set_identity(Identity {
+            instance_id: Some("i-1".into()),
+            ..member_at(7)
+        });
+        r.commit(1, &[(tp("t", 0), 10)], secs(30));
+        let t = r.send();
+        r.answer_error(&t, code);
+        let ev = r.events();
+        let [CommitEvent::Committed {
+            id: 1,
+            result: Err(e),
+        }] = &ev[..]
+        else {
+            panic!("{code}: {ev:?}")
+        };
+        assert_eq!(e.kind(), ErrorKind::CommitFailed, "{code}");
+        assert_eq!(e.kafka_code(), Some(code.code()));
+        let msg = e.to_string();
+        assert!(
+            msg.contains(says) && msg.contains("group g"),
+            "{code}: {msg}"
+        );
+        assert!(!msg.contains("generation"), "{code}: {msg}");
+        if code != ErrorCode::FENCED_INSTANCE_ID {
+            assert!(msg.contains("member epoch 7"), "{code}: {msg}");
+        }
+    }
+}
+
 // ----- randomized ---------------------------------------------------------------------------------
 
 /// Random commits, committed-offset lookups for the application and for the fetcher,
