@@ -7,17 +7,24 @@
 //! cargo run --release --example group_member -- --bootstrap 127.0.0.1:19092 --group G --topics T
 //! ```
 //!
-//! Options: `--bootstrap HOST:PORT --group G --topics T1,T2` (required); `--protocol
-//! classic`; `--assignor range|roundrobin|cooperative-sticky` (`partition.assignment.strategy`,
-//! default `range,cooperative-sticky`); `--instance-id ID` (`group.instance.id`);
-//! `--session-timeout-ms N`; `--heartbeat-ms N`; `--max-poll-interval-ms N`; `--commit
+//! Options: `--bootstrap HOST:PORT --group G` and `--topics T1,T2` or `--pattern REGEX`
+//! (required; `--pattern` subscribes with `subscribe_regex`: matched by the broker under
+//! the consumer protocol, by this client under the classic one); `--protocol
+//! classic|consumer` (`group.protocol`, default classic); `--assignor
+//! range|roundrobin|cooperative-sticky` (classic: `partition.assignment.strategy`, default
+//! `range,cooperative-sticky`); `--remote-assignor uniform|range` (consumer protocol:
+//! `group.remote.assignor`, default the broker's); `--instance-id ID`
+//! (`group.instance.id`); `--session-timeout-ms N` and `--heartbeat-ms N` (classic only:
+//! under the consumer protocol the broker decides them, and setting them is a config
+//! error, as with the Java client); `--max-poll-interval-ms N`; `--commit
 //! revoke|none` (default `revoke`: `commit_offsets_sync` of the revoked partitions' consumed
 //! offsets in `on_partitions_revoked`); `--auto-offset-reset earliest|latest|none`
 //! (default `latest`); `--auto-commit true|false` (default false: this member commits in
 //! its listener and on `commit`); `--set KEY=VALUE` (any other property).
 //!
 //! Output lines (partitions as `TOPIC-PARTITION`, sorted, comma-separated, `-` for none;
-//! GEN is the generation at the callback): `ready`; `assigned GEN PARTS` (on entry of
+//! GEN is `group_metadata().generation_id` at the callback: the generation under the
+//! classic protocol, the member epoch under the consumer protocol): `ready`; `assigned GEN PARTS` (on entry of
 //! `on_partitions_assigned`); `revoked GEN PARTS` (at the end of `on_partitions_revoked`,
 //! after the commit); `lost GEN PARTS`; `record TOPIC PARTITION OFFSET VALUE` (VALUE missing
 //! for a null value); `committed TOPIC-PARTITION=OFFSET,...`; `left`; `error MESSAGE` (exit
@@ -155,6 +162,25 @@ fn run() -> AnyResult<()> {
             opts.insert(k.clone(), v.clone());
         }
     }
+    const KNOWN: [&str; 14] = [
+        "--bootstrap",
+        "--group",
+        "--topics",
+        "--pattern",
+        "--protocol",
+        "--assignor",
+        "--remote-assignor",
+        "--instance-id",
+        "--session-timeout-ms",
+        "--heartbeat-ms",
+        "--max-poll-interval-ms",
+        "--commit",
+        "--auto-offset-reset",
+        "--auto-commit",
+    ];
+    if let Some(k) = opts.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(format!("unknown option {k}").into());
+    }
     let need = |k: &str| {
         opts.get(k)
             .cloned()
@@ -166,6 +192,7 @@ fn run() -> AnyResult<()> {
     let mapping = [
         ("--protocol", "group.protocol"),
         ("--assignor", "partition.assignment.strategy"),
+        ("--remote-assignor", "group.remote.assignor"),
         ("--instance-id", "group.instance.id"),
         ("--session-timeout-ms", "session.timeout.ms"),
         ("--heartbeat-ms", "heartbeat.interval.ms"),
@@ -182,11 +209,16 @@ fn run() -> AnyResult<()> {
         cfg.set(k, v)?;
     }
     let commit_on_revoke = opts.get("--commit").is_none_or(|v| v == "revoke");
-    let topics = need("--topics")?;
-    let topics: Vec<&str> = topics.split(',').collect();
-
+    let listener = Reporter { commit_on_revoke };
     let mut consumer = Consumer::new(cfg)?;
-    consumer.subscribe_with_listener(&topics, Reporter { commit_on_revoke })?;
+    match (opts.get("--topics"), opts.get("--pattern")) {
+        (Some(topics), None) => {
+            let topics: Vec<&str> = topics.split(',').collect();
+            consumer.subscribe_with_listener(&topics, listener)?;
+        }
+        (None, Some(pattern)) => consumer.subscribe_regex_with_listener(pattern, listener)?,
+        _ => return Err("one of --topics and --pattern is required".into()),
+    }
     out("ready");
     let commands = stdin_lines();
     let mut paused_until: Option<Instant> = None;

@@ -9,7 +9,11 @@
 //        -cp "$LIBS/*" scripts/java/GroupMember.java --bootstrap 127.0.0.1:19092 --group G --topics T
 //
 // Options:
-//   --bootstrap HOST:PORT --group G --topics T1,T2      (required)
+//   --bootstrap HOST:PORT --group G    (required)
+//   --topics T1,T2 | --pattern REGEX   (one required) the topics, or a regex subscription:
+//                                      consumer protocol: subscribe(SubscriptionPattern),
+//                                      matched by the broker (RE2J, whole name); classic:
+//                                      subscribe(java.util.regex.Pattern), matched here
 //   --protocol classic|consumer        group.protocol (default classic)
 //   --assignor range|roundrobin|sticky|cooperative-sticky
 //                                      classic: partition.assignment.strategy (default: the
@@ -61,12 +65,14 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -129,7 +135,7 @@ public class GroupMember {
     }
 
     static Properties config() {
-        List<String> known = Arrays.asList("--bootstrap", "--group", "--topics", "--protocol", "--assignor",
+        List<String> known = Arrays.asList("--bootstrap", "--group", "--topics", "--pattern", "--protocol", "--assignor",
                 "--remote-assignor", "--instance-id", "--session-timeout-ms", "--heartbeat-ms",
                 "--max-poll-interval-ms", "--commit", "--auto-offset-reset");
         for (String k : opts.keySet()) {
@@ -249,7 +255,11 @@ public class GroupMember {
 
     static void run() throws Throwable {
         Properties p = config();
-        List<String> topics = Arrays.asList(opt("--topics").split(","));
+        String topicList = opts.get("--topics");
+        String pattern = opts.get("--pattern");
+        if ((topicList == null) == (pattern == null)) {
+            throw new IllegalArgumentException("one of --topics and --pattern is required");
+        }
         LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
         Thread reader = new Thread(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
@@ -263,7 +273,13 @@ public class GroupMember {
         reader.setDaemon(true);
 
         consumer = new KafkaConsumer<>(p);
-        consumer.subscribe(topics, LISTENER);
+        if (topicList != null) {
+            consumer.subscribe(Arrays.asList(topicList.split(",")), LISTENER);
+        } else if (p.get(ConsumerConfig.GROUP_PROTOCOL_CONFIG).toString().equalsIgnoreCase("consumer")) {
+            consumer.subscribe(new SubscriptionPattern(pattern), LISTENER);
+        } else {
+            consumer.subscribe(Pattern.compile(pattern), LISTENER);
+        }
         out("ready");
         reader.start();
         while (true) {

@@ -186,6 +186,9 @@ pub struct JavaMemberOptions {
     pub bootstrap: Option<String>,
     pub group: String,
     pub topics: Vec<String>,
+    /// A regex subscription instead of `topics` (matched by the broker under the consumer
+    /// protocol, by the client under the classic one).
+    pub pattern: Option<String>,
     /// `classic` or `consumer` (KIP-848).
     pub protocol: String,
     /// Classic: `range`, `roundrobin`, `sticky` or `cooperative-sticky`.
@@ -211,6 +214,7 @@ impl JavaMemberOptions {
             bootstrap: None,
             group: group.to_owned(),
             topics: topics.iter().map(|t| t.to_string()).collect(),
+            pattern: None,
             protocol: "classic".into(),
             assignor: None,
             remote_assignor: None,
@@ -265,14 +269,28 @@ pub fn owned_after(events: &[(Instant, Event)]) -> Owned {
 }
 
 impl JavaMember {
-    /// Starts the member and waits (90 s) for its `ready` line.
+    /// Starts the Java member and waits (90 s) for its `ready` line.
     pub fn start(opts: &JavaMemberOptions) -> JavaMember {
+        let m = Self::launch(opts);
+        m.wait_ready();
+        m
+    }
+
+    /// Starts the Java member without waiting for `ready` (for one expected to fail).
+    pub fn launch(opts: &JavaMemberOptions) -> JavaMember {
         Self::start_with(super::java("GroupMember"), "java", opts)
     }
 
     /// Starts our consumer (`examples/group_member.rs`, built by `cargo test --all-targets`)
     /// with the same options and waits (90 s) for its `ready` line.
     pub fn start_ours(opts: &JavaMemberOptions) -> JavaMember {
+        let m = Self::launch_ours(opts);
+        m.wait_ready();
+        m
+    }
+
+    /// Starts our member without waiting for `ready` (for one expected to fail).
+    pub fn launch_ours(opts: &JavaMemberOptions) -> JavaMember {
         let exe = std::env::current_exe().expect("test binary path");
         // target/<profile>/deps/<test> -> target/<profile>/examples/group_member
         let bin = exe
@@ -302,7 +320,6 @@ impl JavaMember {
             .unwrap_or_else(|| super::bootstrap());
         cmd.args(["--bootstrap", bootstrap])
             .args(["--group", &opts.group])
-            .args(["--topics", &opts.topics.join(",")])
             .args(["--protocol", &opts.protocol])
             .args([
                 "--commit",
@@ -312,7 +329,10 @@ impl JavaMember {
                     "none"
                 },
             ]);
+        let topics = (!opts.topics.is_empty()).then(|| opts.topics.join(","));
         let optional = [
+            ("--topics", topics),
+            ("--pattern", opts.pattern.clone()),
             ("--assignor", opts.assignor.clone()),
             ("--remote-assignor", opts.remote_assignor.clone()),
             ("--instance-id", opts.instance_id.clone()),
@@ -339,7 +359,8 @@ impl JavaMember {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start the {kind} group member: {e}"));
         let name = format!(
-            "{kind} member {} ({}) of {}",
+            "{kind} {} member {} ({}) of {}",
+            opts.protocol,
             opts.instance_id.as_deref().unwrap_or("-"),
             child.id(),
             opts.group
@@ -357,17 +378,20 @@ impl JavaMember {
                 log.lock().unwrap().ended = Some(Instant::now());
             })
         };
-        let m = JavaMember {
+        JavaMember {
             name,
             stdin: child.stdin.take(),
             child,
             log,
             reader: Some(reader),
-        };
-        m.wait_for("ready", Duration::from_secs(90), |e| {
+        }
+    }
+
+    /// Waits (90 s) for its `ready` line.
+    pub fn wait_ready(&self) {
+        self.wait_for("ready", Duration::from_secs(90), |e| {
             e.iter().any(|(_, e)| *e == Event::Ready)
         });
-        m
     }
 
     pub fn name(&self) -> &str {
@@ -521,6 +545,45 @@ impl JavaMember {
         );
     }
 
+    /// SIGSTOP: the whole process stops (its I/O thread too, so no heartbeat goes out)
+    /// until [`JavaMember::resume`].
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`JavaMember::freeze`].
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap_or_else(|e| panic!("{}: kill -{sig}: {e}", self.name));
+        assert!(status.success(), "{}: kill -{sig} failed", self.name);
+    }
+
+    /// Waits (up to `limit`) for it to exit by itself; returns its exit status.
+    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                self.join_reader();
+                return status;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{}: still running after {limit:?}\n{}",
+                    self.name,
+                    self.describe()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGKILL (a crash: no leave, no commit).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -648,6 +711,284 @@ pub fn assert_no_overlap(members: &[&JavaMember]) {
             }
             None => owner.retain(|_, j| *j != i),
             _ => {}
+        }
+    }
+}
+
+// ----- helpers shared by the group test files ----------------------------------------------
+
+/// Every partition of `topic` (`n` partitions).
+pub fn all_of(topic: &str, n: i32) -> Owned {
+    (0..n).map(|p| (topic.to_owned(), p)).collect()
+}
+
+/// Waits until the members own every partition of `topic` between them, each exactly
+/// once, and each owns some (when `all_busy`); then checks that no two members ever owned
+/// a partition at the same time.
+pub fn wait_split(
+    members: &[&JavaMember],
+    topic: &str,
+    n: i32,
+    all_busy: bool,
+    what: &str,
+    limit: Duration,
+) {
+    wait_owners(members, topic, n, all_busy, what, limit);
+    assert_no_overlap(members);
+}
+
+/// [`wait_split`] without the overlap check.
+pub fn wait_owners(
+    members: &[&JavaMember],
+    topic: &str,
+    n: i32,
+    all_busy: bool,
+    what: &str,
+    limit: Duration,
+) {
+    let want = all_of(topic, n);
+    wait_until(members, what, limit, || {
+        let mut union = Owned::new();
+        let mut total = 0;
+        for m in members {
+            let o = m.owned();
+            if all_busy && o.is_empty() {
+                return false;
+            }
+            total += o.len();
+            union.extend(o);
+        }
+        total == n as usize && union == want
+    });
+}
+
+/// Every record of `topic` the members polled, by (partition, offset), with how often.
+pub fn consumed(members: &[&JavaMember], topic: &str) -> BTreeMap<(i32, i64), usize> {
+    let mut seen = BTreeMap::new();
+    for m in members {
+        for ((t, p), offset, _) in m.records() {
+            if t == topic {
+                *seen.entry((p, offset)).or_insert(0) += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Where TestProducer writes record `i` of a topic of `n` partitions (written in order from
+/// 0): (partition i % n, offset i / n).
+pub fn place(i: u64, n: i32) -> (i32, i64) {
+    ((i % n as u64) as i32, (i / n as u64) as i64)
+}
+
+/// Asserts that records 0..count of `topic` (`n` partitions, written by TestProducer in
+/// order) were all consumed; `exactly`: none twice.
+pub fn assert_all_consumed(
+    members: &[&JavaMember],
+    topic: &str,
+    n: i32,
+    count: u64,
+    exactly: bool,
+) {
+    let seen = consumed(members, topic);
+    let missing: Vec<(i32, i64)> = (0..count)
+        .map(|i| place(i, n))
+        .filter(|k| !seen.contains_key(k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {count} records of {topic} never consumed (partition, offset): {:?}{}\n{}",
+        missing.len(),
+        &missing[..missing.len().min(20)],
+        if missing.len() > 20 { " ..." } else { "" },
+        describe_all(members)
+    );
+    if exactly {
+        let twice: Vec<((i32, i64), usize)> = seen
+            .iter()
+            .filter(|(_, k)| **k > 1)
+            .map(|(p, k)| (*p, *k))
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "{} records of {topic} consumed more than once ((partition, offset), times): {:?}\n{}",
+            twice.len(),
+            &twice[..twice.len().min(20)],
+            describe_all(members)
+        );
+    }
+}
+
+/// Waits until records 0..count of `topic` were all consumed by the members.
+pub fn wait_consumed(members: &[&JavaMember], topic: &str, n: i32, count: u64, limit: Duration) {
+    wait_until(
+        members,
+        &format!("records 0..{count} of {topic} consumed"),
+        limit,
+        || {
+            let seen = consumed(members, topic);
+            (0..count).all(|i| seen.contains_key(&place(i, n)))
+        },
+    );
+}
+
+/// A producer writing throughout a test: batches of records, in sequence from 0, to a topic
+/// of `n` partitions (TestProducer, one run per batch), until stopped.
+pub struct BackgroundProducer {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    produced: Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BackgroundProducer {
+    /// Starts writing batches of `per_batch` records, `pause` apart, from record `start`.
+    pub fn start(topic: &str, n: i32, start: u64, per_batch: u64, pause: Duration) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let produced = Arc::new(AtomicU64::new(start));
+        let thread = {
+            let (stop, produced, topic) =
+                (Arc::clone(&stop), Arc::clone(&produced), topic.to_owned());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let from = produced.load(Ordering::SeqCst);
+                    super::Produce {
+                        start: from,
+                        ..super::Produce::new(&topic, n, per_batch)
+                    }
+                    .run();
+                    produced.store(from + per_batch, Ordering::SeqCst);
+                    std::thread::sleep(pause);
+                }
+            })
+        };
+        BackgroundProducer {
+            stop,
+            produced,
+            thread: Some(thread),
+        }
+    }
+
+    /// How many records are written (0..this), so far.
+    pub fn produced(&self) -> u64 {
+        self.produced.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until at least `more` records beyond what is written now are written.
+    pub fn wait_more(&self, more: u64) -> u64 {
+        let target = self.produced() + more;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.produced() < target {
+            assert!(
+                self.thread.as_ref().is_some_and(|t| !t.is_finished()),
+                "the background producer stopped"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "the background producer is stuck"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.produced()
+    }
+
+    /// Stops after the batch being written; returns how many records were written.
+    pub fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("the background producer panicked");
+        }
+        self.produced()
+    }
+}
+
+impl Drop for BackgroundProducer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The type of group `group` as the broker lists it (`Classic`, `Consumer`, ...; `None`
+/// if it lists no such group), through the Kafka tool `kafka-consumer-groups.sh --list
+/// --type`.
+pub fn group_type(group: &str) -> Option<String> {
+    let mut cmd = super::java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand");
+    cmd.args(["--bootstrap-server", super::bootstrap(), "--list", "--type"]);
+    let out = cmd
+        .output()
+        .expect("running kafka-consumer-groups --list --type");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kafka-consumer-groups --list --type failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some(group)).then(|| w.next().unwrap_or("").to_owned())
+    })
+}
+
+/// The lines that change what a member owns (non-empty `assigned`, `revoked`, `lost`)
+/// the members printed so far, all together.
+fn ownership_lines(members: &[&JavaMember]) -> usize {
+    members
+        .iter()
+        .map(|m| {
+            m.events()
+                .iter()
+                .filter(|(_, e)| match e {
+                    Event::Assigned { partitions, .. }
+                    | Event::Revoked { partitions, .. }
+                    | Event::Lost { partitions, .. } => !partitions.is_empty(),
+                    _ => false,
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// [`wait_split`], then waits until the split holds with no member gaining or giving up a
+/// partition for 1.5 s (three heartbeats of the test broker): the group settled, not just
+/// passed through a moment where every partition had one owner. Also checks that no two
+/// members ever owned a partition at the same time.
+pub fn wait_stable(
+    members: &[&JavaMember],
+    topic: &str,
+    n: i32,
+    all_busy: bool,
+    what: &str,
+    limit: Duration,
+) {
+    wait_settled(members, topic, n, all_busy, what, limit);
+    assert_no_overlap(members);
+}
+
+/// [`wait_stable`] without the overlap check (for a member that was stopped and believed
+/// it owned its partitions until it heard they were lost).
+pub fn wait_settled(
+    members: &[&JavaMember],
+    topic: &str,
+    n: i32,
+    all_busy: bool,
+    what: &str,
+    limit: Duration,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        wait_owners(members, topic, n, all_busy, what, left);
+        let lines = ownership_lines(members);
+        std::thread::sleep(Duration::from_millis(1500));
+        if ownership_lines(members) == lines {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "waiting for {what}: the group does not settle\n{}",
+                describe_all(members)
+            );
         }
     }
 }
