@@ -1971,7 +1971,13 @@ fn protocol_error(message: String) -> Error {
 }
 
 /// A request of the member's, tagged so that its answer comes back here.
-pub(crate) fn member_transmit<A: Api>(route: Route, req: &A, v: i16, id: u64, timeout: Duration) -> Transmit {
+pub(crate) fn member_transmit<A: Api>(
+    route: Route,
+    req: &A,
+    v: i16,
+    id: u64,
+    timeout: Duration,
+) -> Transmit {
     Transmit::new(
         route,
         req,

@@ -209,9 +209,6 @@ impl Commits {
     /// called whenever they change. A commit refused with STALE_MEMBER_EPOCH is resent only
     /// for these (invariant 6); one waiting to be resent with none of them left fails now.
     /// Until the first call every partition counts as owned.
-    // The I/O loop calls it whenever the assigned partitions change; the allow goes once
-    // that call is wired in.
-    #[allow(dead_code)]
     pub fn set_assignment(&mut self, owned: &[TopicPartition]) {
         self.owned = Some(owned.iter().cloned().collect());
         let mut i = 0;

@@ -45,14 +45,14 @@ use crate::backoff::{Backoff, XorShift};
 use crate::buffer::{Budget, FrameBuf, Pool};
 use crate::cluster::Interest;
 use crate::cluster::{Cluster, ClusterConfig, ClusterEvent};
+use crate::config::GroupProtocol;
 use crate::config::{parse_host_port, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
-use crate::config::GroupProtocol;
 use crate::group::classic::{ClassicConfig, ClassicMember};
-use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
 use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult, Identity};
+use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
@@ -349,7 +349,14 @@ impl IoLoop {
     fn command(&mut self, c: Command, now: Instant) {
         let _ = now;
         match c {
-            Command::Assign(list) => self.fetcher.assign(list, &mut self.cluster),
+            Command::Assign(list) => {
+                if let Some(g) = &mut self.group {
+                    let owned: Vec<TopicPartition> =
+                        list.iter().map(|(tp, ..)| tp.clone()).collect();
+                    g.commits.set_assignment(&owned);
+                }
+                self.fetcher.assign(list, &mut self.cluster)
+            }
             Command::Seek {
                 tp,
                 epoch,
