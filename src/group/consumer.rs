@@ -151,9 +151,10 @@ fn legal(from: State, to: State) -> bool {
         (Reconciling, Acknowledging) => true,
         (Joining | Acknowledging | Reconciling, Stable) => true,
         (Joining | Stable | Reconciling | Acknowledging | PrepareLeaving | Leaving, Fenced) => true,
-        (Joining | Stable | Reconciling | Acknowledging | Unsubscribed | Fenced | Stale, PrepareLeaving) => {
-            true
-        }
+        (
+            Joining | Stable | Reconciling | Acknowledging | Unsubscribed | Fenced | Stale,
+            PrepareLeaving,
+        ) => true,
         (PrepareLeaving, Leaving) => true,
         (Leaving, Stale) => true,
         (PrepareLeaving | Leaving | Fenced | Stale, Unsubscribed) => true,
@@ -382,10 +383,26 @@ impl ConsumerMember {
         self.lost_pending = false;
         self.user_owned.clear();
         self.poll_expired = None;
+        let leaving = matches!(
+            self.state,
+            State::PrepareLeaving | State::Leaving | State::Stale | State::Unsubscribed
+        );
+        if !leaving && self.leave.is_some() {
+            // The member rejoined since that leave went: it was the old membership's (its
+            // answer is dropped), this one leaves on its own.
+            self.leave = None;
+        }
         if let Some(job) = &mut self.leave {
             // A leave after a poll expiry is under way: it is now the user's.
             job.for_user = true;
             self.forget_membership();
+            if self.state == State::Stale {
+                // Its heartbeat went already: out of the group, and a subscribe rejoins.
+                self.transition(
+                    State::Unsubscribed,
+                    "left (the leave heartbeat is in flight)",
+                );
+            }
             return;
         }
         if in_group {
@@ -499,7 +516,14 @@ impl ConsumerMember {
     #[cfg(test)]
     pub fn target_names(&self, cluster: &Cluster) -> Option<BTreeSet<TopicPartition>> {
         let target = self.target.as_ref()?;
-        Some(self.resolve(target, cluster).0.values().flatten().cloned().collect())
+        Some(
+            self.resolve(target, cluster)
+                .0
+                .values()
+                .flatten()
+                .cloned()
+                .collect(),
+        )
     }
 
     // ----- driving -----------------------------------------------------------------
@@ -543,7 +567,7 @@ impl ConsumerMember {
                         "group {}: malformed ConsumerGroupHeartbeat response: {e}",
                         self.group()
                     );
-                    self.heartbeat_failed(now, false);
+                    self.heartbeat_failed(now);
                 }
             }
         } else if self
@@ -583,7 +607,7 @@ impl ConsumerMember {
         if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
             self.heartbeat = None;
             coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {failure}"), now);
-            self.heartbeat_failed(now, false);
+            self.heartbeat_failed(now);
         } else if self
             .leave
             .as_ref()
@@ -698,8 +722,16 @@ impl ConsumerMember {
             self.group(),
             req.member_id,
             req.member_epoch,
-            if req.rebalance_timeout_ms >= 0 { " (full)" } else { "" },
-            if req.topic_partitions.is_some() { " with owned partitions" } else { "" },
+            if req.rebalance_timeout_ms >= 0 {
+                " (full)"
+            } else {
+                ""
+            },
+            if req.topic_partitions.is_some() {
+                " with owned partitions"
+            } else {
+                ""
+            },
         );
         self.heartbeat = Some(HeartbeatSent {
             id,
@@ -711,7 +743,11 @@ impl ConsumerMember {
         // Until the answer brings the interval (or an error a backoff).
         self.heartbeat_due = None;
         if self.state == State::Acknowledging {
-            let to = if self.target_reached() { State::Stable } else { State::Reconciling };
+            let to = if self.target_reached() {
+                State::Stable
+            } else {
+                State::Reconciling
+            };
             self.transition(to, "acknowledgement sent");
         }
         Some(member_transmit(route, &req, v, id, self.request_timeout()))
@@ -763,7 +799,12 @@ impl ConsumerMember {
                     req.subscribed_topic_regex = Some(r.clone());
                     self.sent.topic_regex = Some(r);
                 }
-                None if self.sent.topic_regex.as_ref().is_some_and(|r| !r.is_empty()) => {
+                None if self
+                    .sent
+                    .topic_regex
+                    .as_ref()
+                    .is_some_and(|r| !r.is_empty()) =>
+                {
                     // From a pattern back to names: "" removes the regex.
                     req.subscribed_topic_regex = Some(String::new());
                     self.sent.topic_regex = Some(String::new());
@@ -781,9 +822,19 @@ impl ConsumerMember {
             req.topic_partitions = Some(Vec::new());
             self.sent.owned = Some((self.owned_version, ById::new()));
         } else {
-            let now_owned = (self.owned_version, self.owned.clone());
+            // What a running reconciliation adds counts as owned already: a report without
+            // it (a full heartbeat after an error, say) would let the coordinator take a
+            // partition it moved meanwhile as revoked, and hand it over while the Assigned
+            // callback takes it here.
+            let mut reported = self.owned.clone();
+            if let Some(r) = &self.reconciliation {
+                for (id, parts) in &r.target {
+                    reported.entry(*id).or_default().extend(parts);
+                }
+            }
+            let now_owned = (self.owned_version, reported);
             if full || self.sent.owned.as_ref() != Some(&now_owned) {
-                req.topic_partitions = Some(to_wire(&self.owned));
+                req.topic_partitions = Some(to_wire(&now_owned.1));
                 self.sent.owned = Some(now_owned);
             }
         }
@@ -814,7 +865,8 @@ impl ConsumerMember {
         self.unreleased_retries = 0;
         self.join_fencings = 0;
         if resp.heartbeat_interval_ms > 0 {
-            self.interval = Duration::from_millis(u64::from(resp.heartbeat_interval_ms.unsigned_abs()));
+            self.interval =
+                Duration::from_millis(u64::from(resp.heartbeat_interval_ms.unsigned_abs()));
         }
         if sent.version == 0 {
             if let Some(id) = resp.member_id.as_deref().filter(|id| !id.is_empty()) {
@@ -896,9 +948,9 @@ impl ConsumerMember {
             }
             ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR => {
                 coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {code}"), now);
-                self.heartbeat_failed(now, true);
+                self.heartbeat_failed(now);
             }
-            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => self.heartbeat_failed(now, false),
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => self.heartbeat_failed(now),
             ErrorCode::UNRELEASED_INSTANCE_ID
                 if self.unreleased_retries < UNRELEASED_INSTANCE_RETRIES =>
             {
@@ -910,7 +962,7 @@ impl ConsumerMember {
                     self.cfg.instance_id.as_deref().unwrap_or(""),
                     self.unreleased_retries
                 );
-                self.heartbeat_failed(now, false);
+                self.heartbeat_failed(now);
             }
             ErrorCode::TOPIC_AUTHORIZATION_FAILED => {
                 let msg = format!(
@@ -919,9 +971,9 @@ impl ConsumerMember {
                     self.group()
                 );
                 self.report(format!("{code}"), Error::broker(code, msg));
-                self.heartbeat_failed(now, false);
+                self.heartbeat_failed(now);
             }
-            c if c.is_retriable() => self.heartbeat_failed(now, false),
+            c if c.is_retriable() => self.heartbeat_failed(now),
             c => {
                 let msg = self.fatal_message(c, &detail);
                 self.fatal(Error::broker(c, msg));
@@ -929,14 +981,14 @@ impl ConsumerMember {
         }
     }
 
-    /// The heartbeat failed: the next one is full and goes after a backoff (a short one
-    /// after the coordinator moved: `coordinator_moved`).
-    fn heartbeat_failed(&mut self, now: Instant, coordinator_moved: bool) {
+    /// The heartbeat failed: the next one is full and goes after a backoff, which grows
+    /// while the failures go on (also when the coordinator keeps moving or stays
+    /// unavailable: resetting it there retried every `retry.backoff.ms` for as long).
+    fn heartbeat_failed(&mut self, now: Instant) {
         self.sent = SentFields::default();
-        if coordinator_moved {
-            self.retry.succeeded();
-        }
-        let d = self.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
+        let d = self
+            .retry
+            .failed(&self.cfg.retry_backoff, &mut *self.jitter);
         self.heartbeat_due = Some(now + d);
     }
 
@@ -981,10 +1033,13 @@ impl ConsumerMember {
                  protocol{detail}: it is most likely a classic group that cannot be converted \
                  (group.consumer.migration.policy, a custom assignor, or another protocol type)"
             ),
-            ErrorCode::INVALID_REQUEST => format!(
-                "group {g}: the broker rejected the heartbeat as malformed{detail}"
+            ErrorCode::INVALID_REQUEST => {
+                format!("group {g}: the broker rejected the heartbeat as malformed{detail}")
+            }
+            c => format!(
+                "group {g}: ConsumerGroupHeartbeat failed with {}{detail}",
+                c.name()
             ),
-            c => format!("group {g}: ConsumerGroupHeartbeat failed with {}{detail}", c.name()),
         }
     }
 
@@ -1128,7 +1183,10 @@ impl ConsumerMember {
             // while they still hold the member at a higher epoch: back off, and after a few
             // in a row start over with a fresh id (the old one expires with its session).
             self.join_fencings += 1;
-            self.join_delay = Some(self.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter));
+            self.join_delay = Some(
+                self.retry
+                    .failed(&self.cfg.retry_backoff, &mut *self.jitter),
+            );
             if self.join_fencings >= JOIN_FENCINGS_BEFORE_NEW_ID {
                 let fresh = random_member_id();
                 log::warn!(
@@ -1230,11 +1288,17 @@ impl ConsumerMember {
     }
 
     /// Starts the next reconciliation step when the member is Reconciling and nothing
-    /// runs (invariant 5).
+    /// runs (invariant 5), nor a heartbeat is in flight or failed since the last answer
+    /// (`sent` is cleared then): that heartbeat (an acknowledgement say) may report owned
+    /// partitions without those the step would add, and if the coordinator moved them
+    /// meanwhile it takes that as their revocation and hands them over at once; the answer
+    /// tells whether they are still the member's.
     fn reconcile(&mut self, now: Instant, cluster: &mut Cluster) {
         if self.state != State::Reconciling
             || self.callback.is_some()
             || self.reconciliation.is_some()
+            || self.heartbeat.is_some()
+            || self.sent.owned.is_none()
         {
             return;
         }
@@ -1253,7 +1317,9 @@ impl ConsumerMember {
         }
         for (id, tps) in &named {
             if let Some(tp) = tps.iter().next() {
-                self.names.entry(*id).or_insert_with(|| Arc::from(tp.topic()));
+                self.names
+                    .entry(*id)
+                    .or_insert_with(|| Arc::from(tp.topic()));
             }
         }
         let resolved: ById = named
@@ -1302,8 +1368,9 @@ impl ConsumerMember {
     fn keep_names(&mut self) {
         let owned = &self.owned;
         let target = &self.target;
-        self.names
-            .retain(|id, _| owned.contains_key(id) || target.as_ref().is_some_and(|t| t.contains_key(id)));
+        self.names.retain(|id, _| {
+            owned.contains_key(id) || target.as_ref().is_some_and(|t| t.contains_key(id))
+        });
     }
 
     fn emit(
@@ -1495,8 +1562,7 @@ fn random_member_id() -> String {
 }
 
 fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -1516,3 +1582,7 @@ fn base64_url(bytes: &[u8]) -> String {
 #[cfg(test)]
 #[path = "consumer_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "consumer_sim.rs"]
+mod consumer_sim;
