@@ -42,11 +42,14 @@
 //!    late answer never brings back an old epoch.
 //! 2. The epoch is never negative outside a leave heartbeat: a success answer with a
 //!    negative epoch is ignored.
-//! 3. `owned` (the partitions the heartbeats report) changes only when a reconciliation
-//!    completes (after its Assigned callback came back), and is cleared on fencing and
-//!    leaving. So a heartbeat never drops a partition from what it reports before the
-//!    Revoked callback for it returned (and auto-commit ran before that callback): the
-//!    broker cannot move a partition whose offsets are not yet committed.
+//! 3. `owned` changes only when a reconciliation completes (after its Assigned callback
+//!    came back), and is cleared on fencing and leaving. Heartbeats report `owned` plus
+//!    what a running reconciliation adds. So a heartbeat never drops a partition from what
+//!    it reports before the Revoked callback for it returned (and auto-commit ran before
+//!    that callback), nor one the member is taking: the broker cannot move a partition
+//!    whose offsets are not yet committed, or hand over one the member starts fetching. A
+//!    reconciliation starts only when no heartbeat is in flight and none failed since the
+//!    last answer, so the coordinator's view of what the member owns is settled.
 //! 4. The member owns nothing outside its target plus what awaits revocation: a Revoked
 //!    callback always comes before the Assigned one, and both before `owned` changes.
 //! 5. One reconciliation at a time, and at most one callback outstanding; a newer target
