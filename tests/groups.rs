@@ -832,3 +832,33 @@ fn a_stable_member_s_io_thread_is_idle_between_heartbeats_even_when_the_user_doe
     assert_eq!(c.assignment().len(), 2);
     c.close().unwrap();
 }
+
+#[test]
+fn a_stable_kip848_member_s_io_thread_is_idle_between_heartbeats() {
+    let topic = unique_topic("groups-idle-848");
+    let group = unique_topic("g-idle-848");
+    Produce::new(&topic, 2, 10).run();
+    let cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
+        .group_id(&group)
+        .group_protocol(kafka_consumer::GroupProtocol::Consumer)
+        .auto_offset_reset(kafka_consumer::OffsetReset::Earliest);
+    let (mut c, io) = IoThread::of(cfg);
+    c.subscribe(&[&topic]).unwrap();
+    let mut n = 0;
+    poll_until(&mut c, LIMIT, "the 10 records", |recs| {
+        n += recs.len();
+        n >= 10
+    });
+    // ConsumerGroupHeartbeat at the broker's interval (500 ms in the tests) and fetch
+    // long-polls: nothing else.
+    let busy = io.busy_fraction_over(Duration::from_secs(3));
+    assert!(
+        busy < 0.05,
+        "the I/O thread used {:.1} % of a core",
+        busy * 100.0
+    );
+    assert_eq!(c.assignment().len(), 2);
+    let epoch = c.group_metadata().map(|m| m.generation_id);
+    assert!(epoch.is_some_and(|e| e > 0), "member epoch {epoch:?}");
+    c.close().unwrap();
+}
