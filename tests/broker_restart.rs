@@ -82,10 +82,21 @@ fn consumption_survives_a_broker_restart_without_loss_or_duplicates() {
 /// after the last commit before the restart may come again).
 #[test]
 fn a_group_survives_its_coordinator_restarting() {
+    group_survives_coordinator_restart("classic", 19492);
+}
+
+#[test]
+fn a_kip848_group_survives_its_coordinator_restarting() {
+    group_survives_coordinator_restart("consumer", 19496);
+}
+
+/// Two of our members (of `protocol`) consume, the broker (their coordinator) restarts,
+/// and they share the partitions again and consume what was produced meanwhile.
+fn group_survives_coordinator_restart(protocol: &str, port: u16) {
     use common::java_member::{wait_until, JavaMember, JavaMemberOptions};
 
     const N: i32 = 4;
-    let broker = OwnBroker::start("restart-group-test", 19492);
+    let broker = OwnBroker::start(&format!("restart-group-{protocol}-test"), port);
     let topic = unique_topic("restart-group");
     let group = unique_topic("g-restart");
     let produce = |start: u64, count: u64| {
@@ -95,10 +106,13 @@ fn a_group_survives_its_coordinator_restarting() {
         p.run();
     };
     produce(0, 400);
+    let classic = protocol == "classic";
     let opts = JavaMemberOptions {
         bootstrap: Some(broker.bootstrap.clone()),
-        session_timeout_ms: Some(6_000),
-        heartbeat_ms: Some(500),
+        protocol: protocol.to_owned(),
+        // The consumer protocol takes its timing from the broker.
+        session_timeout_ms: classic.then_some(6_000),
+        heartbeat_ms: classic.then_some(500),
         ..JavaMemberOptions::new(&group, &[&topic])
     };
     let mut a = JavaMember::start_ours(&opts);
