@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::java_member::{
     all_of, assert_all_consumed, assert_no_overlap, consumed, group_type, wait_consumed,
-    wait_settled, wait_stable, wait_until, BackgroundProducer, Event, JavaMember,
+    wait_flowing, wait_settled, wait_stable, BackgroundProducer, Event, JavaMember,
     JavaMemberOptions, Owned,
 };
 use common::*;
@@ -112,29 +112,6 @@ fn assert_incremental(step: &str, members: &[&JavaMember], before: &Mark) {
     }
 }
 
-/// Waits until, for every partition a member owns now, it received a record written after
-/// this moment: records flow to every owner (a kept partition never stopped).
-fn assert_flowing(step: &str, members: &[&JavaMember], producer: &BackgroundProducer, n: i32) {
-    let upto = producer.produced();
-    let after = upto / n as u64 + 1;
-    let owned: Vec<Owned> = members.iter().map(|m| m.owned()).collect();
-    wait_until(
-        members,
-        &format!("{step}: every owner gets the records written after it (offsets >= {after})"),
-        LIMIT,
-        || {
-            members.iter().zip(&owned).all(|(m, o)| {
-                let records = m.records();
-                o.iter().all(|p| {
-                    records
-                        .iter()
-                        .any(|(q, off, _)| q == p && *off >= after as i64)
-                })
-            })
-        },
-    );
-}
-
 /// The generation (member epoch) of a member's last non-empty `assigned` line.
 fn last_assigned_epoch(m: &JavaMember) -> Option<i32> {
     m.events().iter().rev().find_map(|(_, e)| match e {
@@ -184,13 +161,13 @@ fn scale_1_3_1(assignor: &str) {
 
     let mut a = start(&opts);
     wait_stable(&[&a], &topic, N, true, "a owns all 12", LIMIT);
-    assert_flowing("a alone", &[&a], &producer, N);
+    wait_flowing("a alone", &[&a], &producer, N);
 
     let mark = Mark::of(&[&a]);
     let mut b = start(&opts);
     wait_stable(&[&a, &b], &topic, N, true, "a and b split 12", LIMIT);
     assert_incremental("b joins", &[&a, &b], &mark);
-    assert_flowing("b joined", &[&a, &b], &producer, N);
+    wait_flowing("b joined", &[&a, &b], &producer, N);
 
     let mark = Mark::of(&[&a, &b]);
     let mut c = start(&opts);
@@ -204,7 +181,7 @@ fn scale_1_3_1(assignor: &str) {
             describe_all(&[&a, &b, &c])
         );
     }
-    assert_flowing("c joined", &[&a, &b, &c], &producer, N);
+    wait_flowing("c joined", &[&a, &b, &c], &producer, N);
     assert_eq!(
         group_assignor(&group),
         assignor,
@@ -222,13 +199,13 @@ fn scale_1_3_1(assignor: &str) {
         LIMIT,
     );
     assert_incremental("c leaves", &[&a, &b, &c], &mark);
-    assert_flowing("c left", &[&a, &b], &producer, N);
+    wait_flowing("c left", &[&a, &b], &producer, N);
 
     let mark = Mark::of(&[&a, &b, &c]);
     b.close();
     wait_stable(&[&a], &topic, N, true, "a takes b's partitions", LIMIT);
     assert_incremental("b leaves", &[&a, &b, &c], &mark);
-    assert_flowing("b left", &[&a], &producer, N);
+    wait_flowing("b left", &[&a], &producer, N);
 
     let total = producer.stop();
     let everyone = [&a, &b, &c];
@@ -337,7 +314,7 @@ fn a_member_stopped_past_the_session_timeout_is_fenced_loses_its_partitions_and_
         "a rejoined at a new epoch ({epoch}, was {a_epoch})\n{}",
         a.describe()
     );
-    assert_flowing("a rejoined", &[&a, &b], &producer, N);
+    wait_flowing("a rejoined", &[&a, &b], &producer, N);
     let total = producer.stop();
     wait_consumed(&[&a, &b], &topic, N, total, LIMIT);
     // What a consumed before it stopped and did not commit comes again from b: at least
@@ -556,7 +533,7 @@ fn join_then_leave(
         );
         eprintln!("member {i} joined after {:?}", t.elapsed());
         assert_incremental(&format!("member {i} joins"), &refs, &before);
-        assert_flowing(&format!("member {i} joined"), &refs, &producer, n);
+        wait_flowing(&format!("member {i} joined"), &refs, &producer, n);
         eprintln!("member {i}: records flow after {:?}", t.elapsed());
     }
     for i in 0..leave {
@@ -575,7 +552,7 @@ fn join_then_leave(
         );
         assert_incremental(&format!("member {i} leaves"), &refs, &before);
         eprintln!("member {i}'s partitions moved after {:?}", t.elapsed());
-        assert_flowing(&format!("member {i} left"), &refs[i + 1..], &producer, n);
+        wait_flowing(&format!("member {i} left"), &refs[i + 1..], &producer, n);
     }
     let total = producer.stop();
     let refs: Vec<&JavaMember> = members.iter().collect();

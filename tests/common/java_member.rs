@@ -852,11 +852,7 @@ impl BackgroundProducer {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let from = produced.load(Ordering::SeqCst);
-                    super::Produce {
-                        start: from,
-                        ..super::Produce::new(&topic, n, per_batch)
-                    }
-                    .run();
+                    produce_batch(&topic, n, from, per_batch);
                     produced.store(from + per_batch, Ordering::SeqCst);
                     std::thread::sleep(pause);
                 }
@@ -900,6 +896,27 @@ impl BackgroundProducer {
         }
         self.produced()
     }
+}
+
+/// Records `start..start + count` (TestProducer, as [`super::Produce`] does), with the JVM's
+/// quick-start compiler only: a short run costs about half the CPU time, which the members
+/// of a test on a two-core machine need.
+fn produce_batch(topic: &str, n: i32, start: u64, count: u64) {
+    let mut cmd = super::java("TestProducer");
+    cmd.env("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+        .args(["--bootstrap", super::bootstrap(), "--topic", topic])
+        .args(["--partitions", &n.to_string()])
+        .args(["--start", &start.to_string(), "--count", &count.to_string()]);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("producing to {topic}: cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "producing to {topic} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for BackgroundProducer {
@@ -991,4 +1008,27 @@ pub fn wait_settled(
             );
         }
     }
+}
+
+/// Waits until, for every partition a member owns now, it received a record written after
+/// this moment: records flow to every owner (a kept partition never stopped).
+pub fn wait_flowing(step: &str, members: &[&JavaMember], producer: &BackgroundProducer, n: i32) {
+    let upto = producer.produced();
+    let after = upto / n as u64 + 1;
+    let owned: Vec<Owned> = members.iter().map(|m| m.owned()).collect();
+    wait_until(
+        members,
+        &format!("{step}: every owner gets the records written after it (offsets >= {after})"),
+        Duration::from_secs(60),
+        || {
+            members.iter().zip(&owned).all(|(m, o)| {
+                let records = m.records();
+                o.iter().all(|p| {
+                    records
+                        .iter()
+                        .any(|(q, off, _)| q == p && *off >= after as i64)
+                })
+            })
+        },
+    );
 }
