@@ -237,8 +237,8 @@ fn a_member_stopped_past_the_session_timeout_is_fenced_loses_its_partitions_and_
     Produce::new(&topic, N, 60).run();
     let producer = BackgroundProducer::start(&topic, N, 60, 60, Duration::from_millis(300));
     let opts = options(&group, &topic, None);
-    let a = start(&opts);
-    let b = start(&opts);
+    let mut a = start(&opts);
+    let mut b = start(&opts);
     wait_stable(&[&a, &b], &topic, N, true, "a and b split 6", LIMIT);
     let a_had = a.owned();
     let a_epoch = last_assigned_epoch(&a).expect("a was assigned partitions");
@@ -320,6 +320,8 @@ fn a_member_stopped_past_the_session_timeout_is_fenced_loses_its_partitions_and_
     // What a consumed before it stopped and did not commit comes again from b: at least
     // once.
     assert_all_consumed(&[&a, &b], &topic, N, total, false);
+    a.close();
+    b.close();
 }
 
 // ----- delivery under churn ---------------------------------------------------------------
@@ -383,6 +385,64 @@ fn with_commits_in_on_partitions_revoked_every_record_is_consumed_while_members_
     }
 }
 
+#[test]
+fn a_member_that_does_not_poll_keeps_its_partitions_past_the_session_timeout_but_not_past_max_poll_interval(
+) {
+    const N: i32 = 4;
+    let topic = unique_topic("kip848-sleep");
+    let group = unique_topic("g-kip848-sleep");
+    Produce::new(&topic, N, 40).run();
+    let producer = BackgroundProducer::start(&topic, N, 40, 40, Duration::from_millis(300));
+    let opts = JavaMemberOptions {
+        max_poll_interval_ms: Some(9_000),
+        ..options(&group, &topic, None)
+    };
+    let mut a = start(&opts);
+    let mut b = start(&opts);
+    wait_stable(&[&a, &b], &topic, N, true, "a and b split 4", LIMIT);
+    let before = a.owned();
+    let mark = Mark::of(&[&a, &b]);
+
+    // 7 s without polling: past the 6 s session, but the I/O thread heartbeats.
+    a.send("pause-poll 7000");
+    std::thread::sleep(Duration::from_millis(7500));
+    assert_incremental("a does not poll for 7 s", &[&a, &b], &mark);
+    assert_eq!(a.owned(), before, "a kept its partitions\n{}", a.describe());
+    wait_flowing("a polls again", &[&a, &b], &producer, N);
+
+    // 11 s without polling: past max.poll.interval.ms (9 s). a leaves the group, b takes
+    // everything; a's next poll reports its partitions lost, then a rejoins.
+    let seen = a.events().len();
+    a.send("pause-poll 11000");
+    b.wait_owned("b takes a's partitions", Duration::from_secs(30), |o| {
+        *o == all_of(&topic, N)
+    });
+    a.wait_for(
+        "a loses its partitions on its next poll",
+        Duration::from_secs(30),
+        |e| {
+            e[seen..]
+                .iter()
+                .any(|(_, e)| matches!(e, Event::Lost { partitions, .. } if !partitions.is_empty()))
+        },
+    );
+    // (a believed it owned its partitions until its next poll: no overlap check.)
+    wait_settled(
+        &[&a, &b],
+        &topic,
+        N,
+        true,
+        "a rejoined: a and b split 4",
+        LIMIT,
+    );
+    wait_flowing("a rejoined", &[&a, &b], &producer, N);
+    let total = producer.stop();
+    wait_consumed(&[&a, &b], &topic, N, total, LIMIT);
+    assert_all_consumed(&[&a, &b], &topic, N, total, false);
+    b.close();
+    a.close();
+}
+
 // ----- subscription and membership -------------------------------------------------------
 
 #[test]
@@ -397,7 +457,7 @@ fn a_regex_subscription_picks_up_a_topic_created_after_subscribing() {
         pattern: Some(format!("{prefix}-.*")),
         ..options(&group, &t1, None)
     };
-    let m = start(&opts);
+    let mut m = start(&opts);
     m.wait_owned("the member gets the first topic", LIMIT, |o| {
         *o == all_of(&t1, 2)
     });
@@ -431,6 +491,7 @@ fn a_regex_subscription_picks_up_a_topic_created_after_subscribing() {
         m.describe()
     );
     eprintln!("the new topic was assigned {took:?} after it was created");
+    m.close();
 }
 
 #[test]
@@ -445,8 +506,8 @@ fn a_static_member_restarted_within_the_session_timeout_gets_its_partitions_back
         ..options(&group, &topic, None)
     };
     let mut a = start(&with_id("a"));
-    let b = start(&with_id("b"));
-    let c = start(&with_id("c"));
+    let mut b = start(&with_id("b"));
+    let mut c = start(&with_id("c"));
     wait_stable(&[&a, &b, &c], &topic, N, true, "a, b and c split 6", LIMIT);
     wait_consumed(&[&a, &b, &c], &topic, N, 600, LIMIT);
     let a_had = a.owned();
@@ -501,6 +562,8 @@ fn a_static_member_restarted_within_the_session_timeout_gets_its_partitions_back
     wait_consumed(&[&a, &a2, &b, &c], &topic, N, 660, LIMIT);
     assert_all_consumed(&[&a, &a2, &b, &c], &topic, N, 660, true);
     a2.close();
+    b.close();
+    c.close();
 }
 
 // ----- with the Java client ---------------------------------------------------------------
