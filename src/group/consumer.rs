@@ -587,7 +587,7 @@ impl ConsumerMember {
                 Some(Err(e)) => format!("malformed answer: {e}"),
                 None => "no route".to_owned(),
             };
-            self.end_leave(&outcome);
+            self.end_leave(&outcome, now);
         } else {
             log::debug!(
                 "group {}: dropping the answer to request {id} (no longer waited for)",
@@ -617,7 +617,7 @@ impl ConsumerMember {
             .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
         {
             coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat (leave): {failure}"), now);
-            self.end_leave(&format!("failed: {failure}"));
+            self.end_leave(&format!("failed: {failure}"), now);
         }
     }
 
@@ -629,7 +629,7 @@ impl ConsumerMember {
             .as_ref()
             .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
         {
-            self.end_leave("not sent within request.timeout.ms");
+            self.end_leave("not sent within request.timeout.ms", now);
         }
         if self.in_group() && self.poll_expired.is_none() {
             if let Some(last) = self.last_poll {
@@ -1091,13 +1091,13 @@ impl ConsumerMember {
         }
         let Some(node) = coordinator.node() else {
             // As Java: no leave while the coordinator is unknown.
-            self.end_leave("not sent: the coordinator is unknown");
+            self.end_leave("not sent: the coordinator is unknown", now);
             return None;
         };
         let route = Route::node(node, Lane::Group);
         let versions = links.ready(route, now)?;
         let Some(v) = versions.pick::<ConsumerGroupHeartbeatRequest>() else {
-            self.end_leave("not sent: the broker offers no ConsumerGroupHeartbeat");
+            self.end_leave("not sent: the broker offers no ConsumerGroupHeartbeat", now);
             return None;
         };
         let id = self.take_id();
@@ -1118,21 +1118,29 @@ impl ConsumerMember {
             job.member_id,
             job.epoch
         );
-        if self.state == State::Leaving {
-            if self.poll_expired.is_some() && !job.for_user {
-                self.transition(State::Stale, "left after max.poll.interval.ms");
-            } else {
-                self.transition(State::Unsubscribed, "leave heartbeat sent");
-                if self.subscription.is_some() {
-                    self.join(now, "subscribed again while leaving");
-                }
-            }
-        }
+        let for_user = job.for_user;
+        self.out_of_group(for_user, "leave heartbeat sent", now);
         Some(member_transmit(route, &req, v, id, timeout))
     }
 
+    /// Leaving (its heartbeat sent, or given up): Stale after a poll expiry, else
+    /// Unsubscribed, and joining again at once if the application subscribed meanwhile.
+    fn out_of_group(&mut self, for_user: bool, why: &str, now: Instant) {
+        if self.state != State::Leaving {
+            return;
+        }
+        if self.poll_expired.is_some() && !for_user {
+            self.transition(State::Stale, "left after max.poll.interval.ms");
+        } else {
+            self.transition(State::Unsubscribed, why);
+            if self.subscription.is_some() {
+                self.join(now, "subscribed again while leaving");
+            }
+        }
+    }
+
     /// The leave under way is over (`outcome` says how).
-    fn end_leave(&mut self, outcome: &str) {
+    fn end_leave(&mut self, outcome: &str, now: Instant) {
         let Some(job) = self.leave.take() else {
             return;
         };
@@ -1142,13 +1150,7 @@ impl ConsumerMember {
             job.member_id,
             job.epoch
         );
-        if self.state == State::Leaving {
-            if self.poll_expired.is_some() && !job.for_user {
-                self.transition(State::Stale, "left after max.poll.interval.ms");
-            } else {
-                self.transition(State::Unsubscribed, "left");
-            }
-        }
+        self.out_of_group(job.for_user, "left", now);
         if job.for_user {
             self.events.push_back(MemberEvent::Left);
         }
