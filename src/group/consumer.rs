@@ -62,10 +62,8 @@
 //!    instant; a stable member sleeps between heartbeats.
 //! 8. Fatal is final: the error is emitted once and nothing is sent afterwards.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,6 +107,8 @@ pub(crate) struct ConsumerMemberConfig {
     pub retry_backoff: Backoff,
     /// `request.timeout.ms`: a leave not sent by then is given up.
     pub request_timeout: Duration,
+    /// Random bytes (drawn by the I/O layer) that make the member ids unique.
+    pub member_id_seed: [u8; 16],
 }
 
 /// The member's states, as the Java client names them.
@@ -298,8 +298,8 @@ pub(crate) struct ConsumerMember {
 
 impl ConsumerMember {
     /// A member with no subscription yet, and a fresh member id.
-    pub fn new(cfg: ConsumerMemberConfig, jitter: Box<dyn Jitter + Send>) -> ConsumerMember {
-        let member_id = random_member_id();
+    pub fn new(cfg: ConsumerMemberConfig, mut jitter: Box<dyn Jitter + Send>) -> ConsumerMember {
+        let member_id = new_member_id(&cfg.member_id_seed, &mut *jitter);
         ConsumerMember {
             identity: Identity {
                 generation: -1,
@@ -1193,7 +1193,7 @@ impl ConsumerMember {
                     .failed(&self.cfg.retry_backoff, &mut *self.jitter),
             );
             if self.join_fencings >= JOIN_FENCINGS_BEFORE_NEW_ID {
-                let fresh = random_member_id();
+                let fresh = new_member_id(&self.cfg.member_id_seed, &mut *self.jitter);
                 log::warn!(
                     "group {}: member {} was fenced {} times in a row while joining; \
                      rejoining as {fresh}",
@@ -1549,19 +1549,15 @@ fn to_wire(parts: &ById) -> Vec<TopicPartitions> {
 }
 
 /// A member id as the Java client makes one (KIP-1082): 16 random bytes, URL-safe base64
-/// without padding (22 characters).
-fn random_member_id() -> String {
-    let state = RandomState::new();
-    let mut bytes = [0u8; 16];
-    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
-        let mut h = state.build_hasher();
-        h.write_usize(i);
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        chunk.copy_from_slice(&h.finish().to_le_bytes());
+/// without padding (22 characters). The bytes are the seed mixed with the jitter source's:
+/// unique across processes by the seed, and across the ids of one member by the jitter.
+fn new_member_id(seed: &[u8; 16], jitter: &mut dyn Jitter) -> String {
+    let mut bytes = *seed;
+    for chunk in bytes.chunks_mut(4) {
+        let r = jitter.next_u32().to_le_bytes();
+        for (b, x) in chunk.iter_mut().zip(r) {
+            *b ^= x;
+        }
     }
     base64_url(&bytes)
 }

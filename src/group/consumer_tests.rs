@@ -31,6 +31,7 @@ fn config() -> ConsumerMemberConfig {
         client_rack: None,
         retry_backoff: sim::retry_backoff(),
         request_timeout: secs(30),
+        member_id_seed: [7; 16],
     }
 }
 

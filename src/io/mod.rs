@@ -179,6 +179,25 @@ fn seed(salt: u32) -> u32 {
     nanos ^ salt.wrapping_mul(0x9E37_79B9)
 }
 
+/// 16 random bytes: the standard library's per-process random hash keys, mixed with the
+/// clock (the member id of the consumer protocol is made from them).
+fn random_bytes() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut out = [0u8; 16];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        h.write_u128(nanos);
+        h.write_u32(std::process::id());
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out
+}
+
 impl IoLoop {
     fn new(
         cfg: ConsumerConfig,
@@ -487,6 +506,7 @@ impl IoLoop {
                     client_rack: rack,
                     retry_backoff: Backoff::new(self.cfg.retry_backoff, self.cfg.retry_backoff_max),
                     request_timeout: self.cfg.request_timeout,
+                    member_id_seed: random_bytes(),
                 },
                 Box::new(XorShift::new(seed(7))),
             )));
