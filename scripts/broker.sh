@@ -2,17 +2,97 @@
 # Local single-node Kafka (KRaft, combined broker+controller) for tests,
 # built from Maven Central jars (scripts/kafka/pom.xml). Binds 127.0.0.1 only.
 #
-# Usage: scripts/broker.sh libs|start|stop [--clean]|status
+# Usage: scripts/broker.sh libs|certs|start|stop [--clean]|status
 #
 #   libs    download the jars (cached) into target/kafka/<version>/libs;
 #           the last stdout line is that absolute directory
+#   certs   generate the test certificates unless cached (see below); the last
+#           stdout line is their absolute directory
 #   start   start the broker (fresh storage unless KAFKA_KEEP_DATA=1) unless one
 #           started by this script (with the same run directory)
-#           is already running; the last stdout line is the bootstrap address
+#           is already running; the last stdout line is the PLAINTEXT bootstrap
+#           address
 #   stop    stop it (SIGTERM, then SIGKILL after 30 s); --clean also removes
 #           the run directory (target/kafka/run by default)
-#   status  prints "running <bootstrap> ..." (exit 0) or "stopped <bootstrap>"
-#           (exit 3)
+#   status  prints "running <bootstrap> ..." (exit 0) and then one line per
+#           secured listener ("listener NAME HOST:PORT") and "certs DIR"; or
+#           "stopped <bootstrap>" (exit 3)
+#
+# Listeners, all on 127.0.0.1; PORT is KAFKA_PORT (default 19092), so a second
+# broker with another KAFKA_PORT gets its own set. They are recorded in
+# <run dir>/broker.info (keys ssl, mtls, sasl_plaintext, sasl_ssl, reauth,
+# ssl_wrongname, certs).
+#   PLAINTEXT       PORT     (19092) no authentication; principal User:ANONYMOUS
+#   CONTROLLER      KAFKA_CONTROLLER_PORT (19093), PLAINTEXT; also inter-broker
+#                   traffic is PLAINTEXT (the PLAINTEXT listener)
+#   SSL             PORT+10  (19102) one-way TLS (broker-bundle.pem); User:ANONYMOUS
+#   MTLS            PORT+11  (19103) TLS with ssl.client.auth=required, client
+#                   certificates signed by ca.pem; client.pem/client.key gives
+#                   User:CN=kafka-consumer-test-client (the subject DN as is:
+#                   default ssl.principal.mapping.rules)
+#   SASL_PLAINTEXT  PORT+12  (19104) SASL over plain TCP
+#                                    (PLAIN and SCRAM only: no OAUTHBEARER here)
+#   SASL_SSL        PORT+13  (19105) SASL over one-way TLS
+#   REAUTH          PORT+14  (19106) SASL_SSL with
+#                   listener.name.reauth.connections.max.reauth.ms=6000: the
+#                   broker tells clients their session lasts at most 6 s and
+#                   closes connections that do not re-authenticate in time
+#   SSL_WRONGNAME   PORT+15  (19107) one-way TLS with broker-wrongname-bundle.pem: a
+#                   chain valid for ca.pem but only for DNS name wrong.example,
+#                   so hostname verification fails (and passes without it)
+# The SASL listeners offer PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER.
+#
+# Users (same password on every SASL listener and mechanism; principal User:NAME):
+#   admin  admin-secret  super user
+#   alice  alice-secret  super user (happy-path tests need no ACLs)
+#   bob    bob-secret    no ACLs: authorization failures unless a test grants
+#                        some (scripts/java/TestAdmin.java acl-add / acl-remove)
+#   PLAIN: per-listener JAAS PlainLoginModule (user_NAME="PASSWORD").
+#   SCRAM-SHA-256 and SCRAM-SHA-512: credentials for all three users written
+#   into the metadata log when the storage is formatted (StorageTool --add-scram;
+#   4096 iterations).
+#   OAUTHBEARER: Kafka's default unsecured validator (no JWKS endpoint, no
+#   server callback handler configured): any unsigned JWS
+#   base64url({"alg":"none"}) "." base64url({"sub":NAME,"iat":..,"exp":..}) "."
+#   is accepted and NAME (the "sub" claim) is the principal. Java clients:
+#   OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";
+# Authorization: StandardAuthorizer; super.users = User:ANONYMOUS (PLAINTEXT,
+# CONTROLLER, SSL, SSL_WRONGNAME: the plaintext tests need no ACLs), User:admin,
+# User:alice, User:CN=kafka-consumer-test-client. Everyone else is denied unless
+# an ACL allows it (allow.everyone.if.no.acl.found=false).
+#
+# Certificates: generated once by scripts/java/TestCerts.java (JDK only: keytool
+# plus java.security) into target/kafka/certs, shared by all run directories,
+# regenerated only when a file is missing or a certificate expires within 30
+# days (rm -rf target/kafka/certs to force it; brokers already running keep the
+# old ones). RSA 2048, SHA256withRSA, valid 3650 days. Private keys are
+# unencrypted except in client-encrypted.key and client.p12.
+#   ca.pem                    the CA (CN=kafka-consumer-test-ca, CA:true) that
+#                             signed the broker and client certificates: the
+#                             trust anchor for clients (Java: ssl.truststore.type=PEM,
+#                             ssl.truststore.location=ca.pem)
+#   broker.pem                the broker's certificate chain (broker cert with
+#                             SAN IP:127.0.0.1, DNS:localhost; then ca.pem)
+#   broker-bundle.pem         broker key + broker.pem: the broker's keystore
+#                             (ssl.keystore.type=PEM)
+#   broker-wrongname-bundle.pem  same key, certificate for DNS:wrong.example only
+#   client.pem                client certificate chain (client cert, then ca.pem)
+#   client.key                its private key, unencrypted PKCS#8 PEM
+#                             ("BEGIN PRIVATE KEY")
+#   client-bundle.pem         client.key + client.pem in one file (Java:
+#                             ssl.keystore.type=PEM, ssl.keystore.location=...)
+#   client-encrypted.key      the same key, encrypted PKCS#8 PEM ("BEGIN
+#                             ENCRYPTED PRIVATE KEY"; PBES2/AES-256-CBC,
+#                             password client-key-pass)
+#   client.p12                the same key and chain as PKCS12 (store and key
+#                             password kafka-test-pass)
+#   expired-client.pem, expired-client.key, expired-client-bundle.pem
+#                             the same subject and key, but a certificate valid
+#                             only from 400 to 370 days before generation: the
+#                             MTLS listener refuses it
+#   other-ca.pem              an unrelated CA (CN=kafka-consumer-test-other-ca)
+#                             that signed nothing here ("unknown CA" tests)
+#   not-after                 epoch seconds when the first certificate expires
 #
 # Environment:
 #   KAFKA_VERSION          Kafka version (default: kafka.version in the pom)
@@ -27,6 +107,10 @@
 #   KAFKA_KEEP_DATA        1: on start, keep the storage in the run directory if
 #                          it is already formatted (topics survive restarts);
 #                          unset (default): wipe and format fresh storage
+#   KAFKA_SECURITY         0: PLAINTEXT and CONTROLLER only, no authorizer, no
+#                          certificates (default 1: the secured listeners above;
+#                          always 0 for Kafka older than 3.5, whose StorageTool
+#                          cannot add SCRAM credentials)
 #   KAFKA_EXTRA_PROPS      extra server.properties lines (key=value, one per
 #                          line), appended last so they override the defaults,
 #                          e.g. KAFKA_EXTRA_PROPS=connections.max.idle.ms=3000
@@ -56,9 +140,25 @@ CPORT="${KAFKA_CONTROLLER_PORT:-19093}"
 HOST=127.0.0.1
 START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 LIBS="$KAFKA_DIR/$VERSION/libs"
+CERTS="$KAFKA_DIR/certs"
+# What TestCerts.java writes; all must exist for the cache to count.
+CERT_FILES=(ca.pem other-ca.pem broker.pem broker-bundle.pem broker-wrongname-bundle.pem client.pem
+            client.key client-bundle.pem client-encrypted.key client.p12
+            expired-client.pem expired-client.key expired-client-bundle.pem not-after)
 
 log() { echo "broker.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+# (Not ${1,,}: that needs bash 4, and macOS ships bash 3.2.)
+lower() { echo "$1" | tr '[:upper:]' '[:lower:]'; }
+
+[[ "$PORT" =~ ^[0-9]+$ && "$CPORT" =~ ^[0-9]+$ ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must be numbers"
+SECURITY="${KAFKA_SECURITY:-1}"
+# Secured listeners, in port order: NAME PROTOCOL (port PORT+10, PORT+11, ...).
+SECURE_LISTENERS=(SSL:SSL MTLS:SSL SASL_PLAINTEXT:SASL_PLAINTEXT SASL_SSL:SASL_SSL
+                  REAUTH:SASL_SSL SSL_WRONGNAME:SSL)
+SASL_MECHANISMS=(PLAIN SCRAM-SHA-256 SCRAM-SHA-512 OAUTHBEARER)
+# The SASL users (NAME=PASSWORD), for PLAIN's JAAS config and the SCRAM credentials.
+SASL_USERS=(admin=admin-secret alice=alice-secret bob=bob-secret)
 
 # Serialise concurrent invocations. The fd is closed for the broker JVM.
 lock() {
@@ -72,6 +172,49 @@ major_minor_ge() { # major_minor_ge VERSION MAJOR MINOR
   ma="${1%%.*}"; mi="${1#*.}"; mi="${mi%%.*}"
   [[ "$ma" =~ ^[0-9]+$ && "$mi" =~ ^[0-9]+$ ]] || return 1
   (( ma > $2 || (ma == $2 && mi >= $3) ))
+}
+
+# Secured listeners on? (Kafka < 3.5: StorageTool has no --add-scram.)
+security_on() {
+  [[ "$SECURITY" == 1 ]] && major_minor_ge "$VERSION" 3 5
+}
+
+# Prints "NAME PROTOCOL PORT" per secured listener.
+secure_listeners() {
+  local i=0 l
+  for l in "${SECURE_LISTENERS[@]}"; do
+    echo "${l%%:*} ${l#*:} $((PORT + 10 + i))"
+    i=$((i + 1))
+  done
+}
+
+certs_fresh() {
+  local f not_after
+  for f in "${CERT_FILES[@]}"; do [[ -s "$CERTS/$f" ]] || return 1; done
+  not_after="$(cat "$CERTS/not-after")"
+  [[ "$not_after" =~ ^[0-9]+$ ]] && (( not_after > $(date +%s) + 30 * 86400 ))
+}
+
+# The certificates are generated once (a few seconds: RSA key generation and a
+# JVM) and shared by every run directory, so broker starts stay fast.
+ensure_certs() {
+  if certs_fresh; then return 0; fi
+  command -v java >/dev/null 2>&1 || die "java not found (needed to generate the test certificates)"
+  log "generating test certificates into $CERTS (once; kept until 30 days before they expire)"
+  local tmp="$CERTS.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$KAFKA_DIR"
+  # keytool runs inside TestCerts' JVM (one JVM instead of ~15): its entry
+  # point is in a non-exported JDK package.
+  if ! java -Xshare:auto --add-exports java.base/sun.security.tools.keytool=ALL-UNNAMED \
+      "$ROOT/scripts/java/TestCerts.java" "$tmp" >"$KAFKA_DIR/certs.log" 2>&1; then
+    cat "$KAFKA_DIR/certs.log" >&2
+    rm -rf "$tmp"
+    die "generating the test certificates failed (scripts/java/TestCerts.java, see above)"
+  fi
+  # Replace as a whole: a half-written set never looks fresh.
+  rm -rf "$CERTS"
+  mv "$tmp" "$CERTS"
 }
 
 ensure_libs() {
@@ -185,16 +328,29 @@ random_cluster_id() {
 
 write_configs() {
   mkdir -p "$RUN"
+  local listeners="PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CPORT"
+  local advertised="PLAINTEXT://$HOST:$PORT"
+  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  local name proto port
+  if security_on; then
+    # Every client-facing listener must be advertised: a client is sent the
+    # broker's address on the listener its request came in on.
+    while read -r name proto port; do
+      listeners+=",$name://$HOST:$port"
+      advertised+=",$name://$HOST:$port"
+      protocols+=",$name:$proto"
+    done < <(secure_listeners)
+  fi
   cat >"$RUN/server.properties" <<EOF
 # Generated by scripts/broker.sh for Kafka $VERSION -- do not edit.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$CPORT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CPORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT
+listeners=$listeners
+advertised.listeners=$advertised
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$RUN/data
 
 num.network.threads=2
@@ -226,6 +382,7 @@ EOF
   if major_minor_ge "$VERSION" 4 3; then
     echo "group.consumer.assignment.interval.ms=0" >>"$RUN/server.properties"
   fi
+  if security_on; then write_security_configs >>"$RUN/server.properties"; fi
   if [[ -n "${KAFKA_EXTRA_PROPS:-}" ]]; then
     printf '%s\n' "$KAFKA_EXTRA_PROPS" >>"$RUN/server.properties"
   fi
@@ -248,6 +405,58 @@ log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
 EOF
 }
 
+# server.properties lines for the secured listeners (see the header).
+write_security_configs() {
+  local plain_users="" u l m
+  for u in "${SASL_USERS[@]}"; do plain_users+=" user_${u%%=*}=\"${u#*=}\""; done
+  cat <<EOF
+
+# ---- Secured listeners (scripts/broker.sh header: ports, users, certificates) ----
+# ANONYMOUS is what PLAINTEXT, CONTROLLER and one-way TLS clients are: super user,
+# so the plaintext tests need no ACLs. The mTLS principal is the client
+# certificate's subject DN as is (default ssl.principal.mapping.rules).
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:admin;User:alice;User:CN=kafka-consumer-test-client
+allow.everyone.if.no.acl.found=false
+
+# PEM keystores with unencrypted keys (no passwords): a PKCS12 keystore costs
+# 100-300 ms of PBKDF2 per TLS listener at startup.
+ssl.keystore.type=PEM
+ssl.keystore.location=$CERTS/broker-bundle.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$CERTS/ca.pem
+listener.name.mtls.ssl.client.auth=required
+listener.name.ssl_wrongname.ssl.keystore.location=$CERTS/broker-wrongname-bundle.pem
+
+sasl.enabled.mechanisms=$(IFS=,; echo "${SASL_MECHANISMS[*]}")
+# OAUTHBEARER: no sasl.oauthbearer.jwks.endpoint.url and no server callback
+# handler, so the broker uses its unsecured (alg "none") JWS validator.
+EOF
+  for l in sasl_plaintext sasl_ssl reauth; do
+    for m in "${SASL_MECHANISMS[@]}"; do
+      m="$(lower "$m")"
+      case "$m" in
+        plain) echo "listener.name.$l.$m.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$plain_users;" ;;
+        scram-*) echo "listener.name.$l.$m.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;" ;;
+        oauthbearer) echo "listener.name.$l.$m.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"admin\";" ;;
+      esac
+    done
+  done
+  cat <<EOF
+# Short sessions on REAUTH only: clients must re-authenticate every < 6 s.
+listener.name.reauth.connections.max.reauth.ms=6000
+# SASL_PLAINTEXT offers no OAUTHBEARER, so a test can ask for a mechanism a listener
+# does not enable (OAUTHBEARER is tested on SASL_SSL and REAUTH).
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+EOF
+}
+
+cmd_certs() {
+  lock
+  ensure_certs
+  echo "$CERTS"
+}
+
 cmd_libs() {
   lock
   ensure_libs
@@ -264,6 +473,9 @@ cmd_start() {
     rversion="$(info_get version)"
     [[ "$rport" == "$PORT" ]] || log "warning: running broker listens on port $rport, not $PORT"
     [[ -z "$rversion" || "$rversion" == "$VERSION" ]] || log "warning: running broker is Kafka $rversion, not $VERSION"
+    if security_on && [[ -z "$(info_get ssl)" ]]; then
+      log "warning: running broker has no secured listeners (started by an older broker.sh or with KAFKA_SECURITY=0); restart it for the TLS/SASL tests: scripts/broker.sh stop"
+    fi
     if ! tcp_open "$rport"; then
       log "broker (pid $pid) is running but not answering yet; waiting"
       wait_ready "$pid" "$rport"
@@ -273,11 +485,18 @@ cmd_start() {
     return 0
   fi
 
-  for p in "$PORT" "$CPORT"; do
-    if tcp_open "$p"; then
-      die "port $HOST:$p is already in use by another process (set KAFKA_PORT / KAFKA_CONTROLLER_PORT)"
+  local ports=("$PORT" "$CPORT") name proto port
+  if security_on; then
+    while read -r name proto port; do ports+=("$port"); done < <(secure_listeners)
+  elif [[ "$SECURITY" == 1 ]]; then
+    log "Kafka $VERSION < 3.5: PLAINTEXT only (no secured listeners)"
+  fi
+  for port in "${ports[@]}"; do
+    if tcp_open "$port"; then
+      die "port $HOST:$port is already in use by another process (set KAFKA_PORT / KAFKA_CONTROLLER_PORT; the secured listeners use KAFKA_PORT+10..+15)"
     fi
   done
+  if security_on; then ensure_certs; fi
 
   local keep=0
   if [[ "$KEEP_DATA" == 1 && -f "$RUN/data/meta.properties" ]]; then
@@ -295,16 +514,25 @@ cmd_start() {
             -Dlog4j.configuration="file:$RUN/log4j-tools.properties")
 
   if (( ! keep )); then
-    local cluster_id
+    local cluster_id scram=() u m
     cluster_id="$(random_cluster_id)"
+    if security_on; then
+      # SCRAM credentials live in the metadata log; written at format time they
+      # exist before the first client connects, at no extra cost.
+      for u in "${SASL_USERS[@]}"; do
+        for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+          scram+=(--add-scram "$m=[name=${u%%=*},password=${u#*=}]")
+        done
+      done
+    fi
     if ! java -Xmx256m -XX:TieredStopAtLevel=1 "${java_log[@]}" -cp "$cp" kafka.tools.StorageTool format \
-        -t "$cluster_id" -c "$RUN/server.properties" >"$RUN/format.log" 2>&1; then
+        -t "$cluster_id" -c "$RUN/server.properties" ${scram[@]+"${scram[@]}"} >"$RUN/format.log" 2>&1; then
       cat "$RUN/format.log" >&2
       die "kafka.tools.StorageTool format failed"
     fi
   fi
 
-  log "starting Kafka $VERSION on $HOST:$PORT (controller $HOST:$CPORT), log $LOG_FILE"
+  log "starting Kafka $VERSION on $HOST:$PORT (controller $HOST:$CPORT$(security_on && echo "; secured listeners on $((PORT + 10))-$((PORT + 15))")), log $LOG_FILE"
   # shellcheck disable=SC2086
   nohup java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
@@ -316,6 +544,10 @@ cmd_start() {
   pid=$!
   echo "$pid" >"$PID_FILE"
   printf 'version=%s\nport=%s\ncport=%s\n' "$VERSION" "$PORT" "$CPORT" >"$INFO_FILE"
+  if security_on; then
+    while read -r name proto port; do echo "$(lower "$name")=$HOST:$port"; done < <(secure_listeners) >>"$INFO_FILE"
+    echo "certs=$CERTS" >>"$INFO_FILE"
+  fi
 
   wait_ready "$pid" "$PORT"
   log "broker ready (pid $pid) after ${SECONDS}s"
@@ -350,6 +582,13 @@ cmd_status() {
   port="$(info_get port)"; port="${port:-$PORT}"
   if pid="$(running_pid)" && tcp_open "$port"; then
     echo "running $HOST:$port (pid $pid, Kafka $(info_get version))"
+    local name proto lport addr
+    while read -r name proto lport; do
+      addr="$(info_get "$(lower "$name")")"
+      if [[ -n "$addr" ]]; then echo "listener $name $addr"; fi
+    done < <(secure_listeners)
+    addr="$(info_get certs)"
+    if [[ -n "$addr" ]]; then echo "certs $addr"; fi
     return 0
   fi
   if [[ -n "${pid:-}" ]]; then
@@ -362,8 +601,9 @@ cmd_status() {
 
 case "${1:-}" in
   libs) cmd_libs ;;
+  certs) cmd_certs ;;
   start) cmd_start ;;
   stop) shift; cmd_stop "$@" ;;
   status) cmd_status ;;
-  *) echo "usage: $0 libs|start|stop [--clean]|status" >&2; exit 2 ;;
+  *) echo "usage: $0 libs|certs|start|stop [--clean]|status" >&2; exit 2 ;;
 esac

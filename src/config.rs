@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
+use crate::security::{
+    parse_jaas, OAuthBearerTokenProvider, Pem, SaslMechanism, SaslSettings, Secret,
+    SecurityProtocol, TlsSettings, TokenProviderHandle, UnsecuredJwsProvider,
+};
 
 /// Where to start reading a partition that has no valid position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +90,12 @@ pub struct ConsumerConfig {
     /// The classic-protocol settings set explicitly (by property or builder method), which
     /// `group.protocol=consumer` refuses, as the Java client does.
     pub(crate) explicit: ClassicSettings,
+    pub(crate) security_protocol: SecurityProtocol,
+    pub(crate) tls: TlsSettings,
+    pub(crate) sasl: SaslSettings,
+    /// librdkafka's `enable.sasl.oauthbearer.unsecure.jwt` and `sasl.oauthbearer.config`.
+    pub(crate) oauthbearer_unsecured: Option<UnsecuredJwsProvider>,
+    pub(crate) oauthbearer_unsecured_enabled: bool,
 }
 
 /// Which classic-protocol group settings were set explicitly. Their defaults work with
@@ -149,6 +159,11 @@ impl ConsumerConfig {
             enable_auto_commit: true,
             auto_commit_interval: Duration::from_millis(5_000),
             explicit: ClassicSettings::default(),
+            security_protocol: SecurityProtocol::Plaintext,
+            tls: TlsSettings::default(),
+            sasl: SaslSettings::default(),
+            oauthbearer_unsecured: None,
+            oauthbearer_unsecured_enabled: false,
         }
     }
 
@@ -186,6 +201,23 @@ impl ConsumerConfig {
     ///
     /// A setting of the other protocol is accepted here and refused when the consumer is
     /// created (the combination is what is wrong, and the keys may come in any order).
+    ///
+    /// Security: `security.protocol` (`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`);
+    /// `sasl.mechanism` (`sasl.mechanisms`): `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`,
+    /// `OAUTHBEARER`; `sasl.jaas.config` (`PlainLoginModule` / `ScramLoginModule` with
+    /// `username` and `password`, `OAuthBearerLoginModule` with
+    /// `unsecuredLoginStringClaim_sub` for unsecured test tokens), `sasl.username`,
+    /// `sasl.password`, `enable.sasl.oauthbearer.unsecure.jwt`, `sasl.oauthbearer.config`
+    /// (`principal=NAME [lifeSeconds=N] [scope=a,b]`); TLS with PEM files or text only:
+    /// `ssl.truststore.type` and `ssl.keystore.type` (`PEM`), `ssl.truststore.location`
+    /// (`ssl.ca.location`), `ssl.truststore.certificates` (`ssl.ca.pem`),
+    /// `ssl.keystore.location` (key and chain in one file), `ssl.keystore.key`
+    /// (`ssl.key.pem`), `ssl.keystore.certificate.chain` (`ssl.certificate.pem`),
+    /// `ssl.certificate.location`, `ssl.key.location`, `ssl.key.password` (refused: encrypted
+    /// keys are not supported), `ssl.endpoint.identification.algorithm` (`https`, or empty
+    /// for no hostname check), `enable.ssl.certificate.verification`, `ssl.protocol` and
+    /// `ssl.enabled.protocols` (`TLSv1.2`, `TLSv1.3`). Passwords, keys and tokens are kept
+    /// as [`Secret`]s: never logged, never shown by `Debug`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut ConsumerConfig> {
         let v = value.trim();
         match key {
@@ -274,9 +306,150 @@ impl ConsumerConfig {
             }
             "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
             "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
-            _ => return Err(Error::config(format!("unknown configuration key `{key}`"))),
+            _ => {
+                self.set_security(key, value)?;
+                return Ok(self);
+            }
         }
         Ok(self)
+    }
+
+    /// The security settings: `security.protocol`, SASL and TLS, by their Java and
+    /// librdkafka names. Values are not trimmed where they may be secrets or PEM text.
+    fn set_security(&mut self, key: &str, value: &str) -> Result<()> {
+        let v = value.trim();
+        let path = || Pem::File(v.into());
+        let inline = || Pem::Inline(Secret::new(value));
+        match key {
+            "security.protocol" => {
+                self.security_protocol = SecurityProtocol::parse(v).ok_or_else(|| {
+                    bad(key, v, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+                })?
+            }
+            "sasl.mechanism" | "sasl.mechanisms" => {
+                self.sasl.mechanism = Some(parse_mechanism(key, v)?);
+            }
+            "sasl.jaas.config" => self.set_jaas(value)?,
+            "sasl.username" => self.sasl.username = Some(v.to_owned()),
+            "sasl.password" => self.sasl.password = Some(Secret::new(value)),
+            "enable.sasl.oauthbearer.unsecure.jwt" => {
+                self.oauthbearer_unsecured_enabled = parse_bool(key, v)?
+            }
+            "sasl.oauthbearer.config" => {
+                self.oauthbearer_unsecured = Some(parse_rdkafka_oauthbearer(v)?)
+            }
+            "ssl.truststore.type" | "ssl.keystore.type" => {
+                self.tls.store_types.retain(|(k, _)| k != key);
+                if !v.eq_ignore_ascii_case("PEM") {
+                    self.tls.store_types.push((key.to_owned(), v.to_owned()));
+                }
+            }
+            "ssl.truststore.location" | "ssl.ca.location" => {
+                // librdkafka's `probe` means the system's roots, as no setting does.
+                self.tls.ca = (!v.is_empty() && v != "probe").then(path)
+            }
+            "ssl.truststore.certificates" | "ssl.ca.pem" => self.tls.ca = Some(inline()),
+            "ssl.keystore.location" => self.tls.keystore = Some(path()),
+            "ssl.keystore.key" | "ssl.key.pem" => self.tls.private_key = Some(inline()),
+            "ssl.keystore.certificate.chain" | "ssl.certificate.pem" => {
+                self.tls.certificate_chain = Some(inline())
+            }
+            "ssl.certificate.location" => self.tls.certificate_chain = Some(path()),
+            "ssl.key.location" => self.tls.private_key = Some(path()),
+            "ssl.key.password" | "ssl.keystore.password" => {
+                self.tls.key_password = (!value.is_empty()).then(|| Secret::new(value))
+            }
+            "ssl.truststore.password" => {
+                if !value.is_empty() {
+                    return Err(Error::config(
+                        "`ssl.truststore.password` is not used: trust stores are PEM files, \
+                         which have no password (leave it unset)",
+                    ));
+                }
+            }
+            "ssl.endpoint.identification.algorithm" => {
+                self.tls.verify_hostname = match v.to_ascii_lowercase().as_str() {
+                    "https" => true,
+                    "" | "none" => false,
+                    _ => return Err(bad(key, v, "https, or empty to turn the check off")),
+                }
+            }
+            "enable.ssl.certificate.verification" => {
+                self.tls.verify_certificate = parse_bool(key, v)?
+            }
+            "ssl.protocol" | "ssl.enabled.protocols" => {
+                for p in split_list(v) {
+                    if !matches!(p.as_str(), "TLS" | "TLSv1.2" | "TLSv1.3") {
+                        return Err(bad(
+                            key,
+                            &p,
+                            "TLSv1.2 or TLSv1.3 (both are enabled; older versions are not supported)",
+                        ));
+                    }
+                }
+            }
+            _ => return Err(Error::config(format!("unknown configuration key `{key}`"))),
+        }
+        Ok(())
+    }
+
+    /// `sasl.jaas.config`: the PLAIN and SCRAM login modules give the user name and
+    /// password; the OAUTHBEARER one, with `unsecuredLoginStringClaim_sub`, the unsecured
+    /// token provider for tests and local brokers.
+    fn set_jaas(&mut self, value: &str) -> Result<()> {
+        let jaas = parse_jaas(value)
+            .map_err(|e| Error::config(format!("`sasl.jaas.config`: {e}")))?;
+        match jaas.simple_name() {
+            "PlainLoginModule" | "ScramLoginModule" => {
+                let (Some(user), Some(password)) = (jaas.option("username"), jaas.option("password"))
+                else {
+                    return Err(Error::config(format!(
+                        "`sasl.jaas.config`: {} needs username=\"...\" and password=\"...\"",
+                        jaas.simple_name()
+                    )));
+                };
+                self.sasl.username = Some(user.to_owned());
+                self.sasl.password = Some(Secret::new(password));
+            }
+            "OAuthBearerLoginModule" => {
+                if let Some(sub) = jaas.option("unsecuredLoginStringClaim_sub") {
+                    let mut p = UnsecuredJwsProvider::new(sub);
+                    if let Some(secs) = jaas.option("unsecuredLoginLifetimeSeconds") {
+                        let secs = parse_num("unsecuredLoginLifetimeSeconds", secs, 1, 1 << 32)?;
+                        p = p.lifetime(Duration::from_secs(secs as u64));
+                    }
+                    if let Some(scope) = jaas.option("unsecuredLoginListClaim_scope") {
+                        // Java separates list claims by their first character.
+                        let mut chars = scope.chars();
+                        if let Some(sep) = chars.next() {
+                            let items: Vec<&str> = chars
+                                .as_str()
+                                .split(sep)
+                                .filter(|s| !s.is_empty())
+                                .collect();
+                            p = p.scope(&items);
+                        }
+                    }
+                    self.sasl.token_provider = Some(TokenProviderHandle(std::sync::Arc::new(p)));
+                }
+            }
+            "Krb5LoginModule" => {
+                return Err(Error::unsupported(
+                    "`sasl.jaas.config`: GSSAPI (Kerberos) is not supported (it needs a C \
+                     library); use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+                ))
+            }
+            other => {
+                return Err(Error::config(format!(
+                    "`sasl.jaas.config`: login module {other} is not supported; use \
+                     PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule (for other \
+                     token sources, such as a cloud IAM login, supply the tokens with \
+                     ConsumerConfig::sasl_oauthbearer)"
+                )))
+            }
+        }
+        self.sasl.login_module = Some(jaas.simple_name().to_owned());
+        Ok(())
     }
 
     /// The bootstrap servers, as given.
@@ -407,6 +580,83 @@ impl ConsumerConfig {
     /// Sets `client.rack` (sent with fetches; default empty).
     pub fn client_rack(mut self, rack: &str) -> Self {
         self.client_rack = rack.to_owned();
+        self
+    }
+
+    /// Sets `security.protocol` (default [`SecurityProtocol::Plaintext`]). `Ssl` and
+    /// `SaslSsl` need one of the TLS cargo features (`tls-graviola`, `tls-ring`).
+    pub fn security_protocol(mut self, p: SecurityProtocol) -> Self {
+        self.security_protocol = p;
+        self
+    }
+
+    /// Sets `sasl.mechanism` and the user name and password it logs in with (PLAIN and
+    /// SCRAM; as `sasl.jaas.config` with `PlainLoginModule` / `ScramLoginModule`, or
+    /// librdkafka's `sasl.username` and `sasl.password`). The password is never logged nor
+    /// shown by `Debug`.
+    pub fn sasl_credentials(
+        mut self,
+        mechanism: SaslMechanism,
+        username: &str,
+        password: impl Into<Secret>,
+    ) -> Self {
+        self.sasl.mechanism = Some(mechanism);
+        self.sasl.username = Some(username.to_owned());
+        self.sasl.password = Some(password.into());
+        self
+    }
+
+    /// Sets `sasl.mechanism=OAUTHBEARER` with the provider of its tokens. The provider runs
+    /// on a helper thread of the consumer, never on the I/O thread: see
+    /// [`OAuthBearerTokenProvider`].
+    pub fn sasl_oauthbearer(mut self, provider: impl OAuthBearerTokenProvider) -> Self {
+        self.sasl.mechanism = Some(SaslMechanism::OAuthBearer);
+        self.sasl.token_provider = Some(TokenProviderHandle(std::sync::Arc::new(provider)));
+        self
+    }
+
+    /// Trusts the CA certificates in the PEM file at `path` (Java `ssl.truststore.location`
+    /// with `ssl.truststore.type=PEM`, librdkafka `ssl.ca.location`) instead of the
+    /// operating system's roots.
+    pub fn ssl_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.tls.ca = Some(Pem::File(path.into()));
+        self
+    }
+
+    /// Trusts the CA certificates in `pem` (Java `ssl.truststore.certificates`, librdkafka
+    /// `ssl.ca.pem`).
+    pub fn ssl_ca_pem(mut self, pem: &str) -> Self {
+        self.tls.ca = Some(Pem::Inline(Secret::new(pem)));
+        self
+    }
+
+    /// Mutual TLS: the client certificate chain (leaf first) and its private key, from PEM
+    /// files (librdkafka `ssl.certificate.location` and `ssl.key.location`). The key must
+    /// not be encrypted.
+    pub fn ssl_client_certificate_files(
+        mut self,
+        chain: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.tls.certificate_chain = Some(Pem::File(chain.into()));
+        self.tls.private_key = Some(Pem::File(key.into()));
+        self
+    }
+
+    /// Mutual TLS: the client certificate chain and private key as PEM text (Java
+    /// `ssl.keystore.certificate.chain` and `ssl.keystore.key`, librdkafka
+    /// `ssl.certificate.pem` and `ssl.key.pem`). The key is never logged nor shown by `Debug`.
+    pub fn ssl_client_certificate_pem(mut self, chain: &str, key: impl Into<Secret>) -> Self {
+        self.tls.certificate_chain = Some(Pem::Inline(Secret::new(chain)));
+        self.tls.private_key = Some(Pem::Inline(key.into()));
+        self
+    }
+
+    /// Whether the broker's certificate must name the host connected to (default true; Java
+    /// `ssl.endpoint.identification.algorithm`: `https`, or empty for off). Turn it off only
+    /// for brokers whose certificates name no usable host: the chain is still verified.
+    pub fn ssl_hostname_verification(mut self, on: bool) -> Self {
+        self.tls.verify_hostname = on;
         self
     }
 
@@ -637,8 +887,139 @@ impl ConsumerConfig {
         if self.group_id.as_deref() == Some("") {
             return Err(Error::config("group.id is empty"));
         }
+        self.validate_security()?;
         self.validate_group_settings()
     }
+
+    /// The security settings fit together and this build supports them.
+    fn validate_security(&self) -> Result<()> {
+        let protocol = self.security_protocol;
+        if protocol.uses_tls() && !cfg!(feature = "tls") {
+            return Err(Error::unsupported(format!(
+                "security.protocol={protocol} needs TLS, which this build of kafka-consumer \
+                 lacks: enable its cargo feature `tls-graviola` (no C) or `tls-ring`"
+            )));
+        }
+        if !protocol.uses_sasl() {
+            if self.sasl.mechanism.is_some() || self.sasl.login_module.is_some() {
+                log::warn!(
+                    "SASL settings are ignored with security.protocol={protocol} (use SASL_SSL or SASL_PLAINTEXT)"
+                );
+            }
+            return Ok(());
+        }
+        let Some(mechanism) = self.sasl.mechanism else {
+            return Err(Error::config(format!(
+                "security.protocol={protocol} needs sasl.mechanism: PLAIN, SCRAM-SHA-256, \
+                 SCRAM-SHA-512 or OAUTHBEARER (GSSAPI, the Java client's default, is not supported)"
+            )));
+        };
+        match mechanism {
+            SaslMechanism::Plain | SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
+                if matches!(mechanism, SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512)
+                    && !cfg!(feature = "scram")
+                {
+                    return Err(Error::unsupported(format!(
+                        "sasl.mechanism={mechanism} needs the `scram` cargo feature of kafka-consumer"
+                    )));
+                }
+                if self.sasl.login_module.as_deref() == Some("OAuthBearerLoginModule") {
+                    return Err(Error::config(format!(
+                        "sasl.mechanism={mechanism} does not go with OAuthBearerLoginModule in \
+                         sasl.jaas.config: use {}",
+                        if mechanism == SaslMechanism::Plain { "PlainLoginModule" } else { "ScramLoginModule" }
+                    )));
+                }
+                if self.sasl.username.as_deref().unwrap_or("").is_empty()
+                    || self.sasl.password.is_none()
+                {
+                    return Err(Error::config(format!(
+                        "sasl.mechanism={mechanism} needs a user name and password: \
+                         sasl.jaas.config (`{} required username=\"...\" password=\"...\";`), \
+                         sasl.username and sasl.password, or ConsumerConfig::sasl_credentials",
+                        if mechanism == SaslMechanism::Plain {
+                            "org.apache.kafka.common.security.plain.PlainLoginModule"
+                        } else {
+                            "org.apache.kafka.common.security.scram.ScramLoginModule"
+                        }
+                    )));
+                }
+            }
+            SaslMechanism::OAuthBearer => {
+                if self.token_provider().is_none() {
+                    return Err(Error::config(
+                        "sasl.mechanism=OAUTHBEARER needs a token provider: \
+                         ConsumerConfig::sasl_oauthbearer(provider), or for tests and local \
+                         brokers the unsecured tokens of sasl.jaas.config \
+                         (`OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"alice\";`) \
+                         or librdkafka's enable.sasl.oauthbearer.unsecure.jwt=true with \
+                         sasl.oauthbearer.config=principal=alice",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The OAUTHBEARER token provider: the one given, or the unsecured one the properties
+    /// describe.
+    pub(crate) fn token_provider(&self) -> Option<std::sync::Arc<dyn OAuthBearerTokenProvider>> {
+        if let Some(p) = &self.sasl.token_provider {
+            return Some(std::sync::Arc::clone(&p.0));
+        }
+        match &self.oauthbearer_unsecured {
+            Some(p) if self.oauthbearer_unsecured_enabled => Some(std::sync::Arc::new(p.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// A `sasl.mechanism` value.
+fn parse_mechanism(key: &str, v: &str) -> Result<SaslMechanism> {
+    if v.eq_ignore_ascii_case("GSSAPI") {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "`{key}`: GSSAPI (Kerberos) is not supported (it needs a C library); use PLAIN, \
+                 SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+            ),
+        ));
+    }
+    SaslMechanism::parse(v)
+        .ok_or_else(|| bad(key, v, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"))
+}
+
+/// librdkafka's `sasl.oauthbearer.config` for its unsecured tokens:
+/// `principal=alice [lifeSeconds=3600] [scope=a,b]` (other keys are refused).
+fn parse_rdkafka_oauthbearer(v: &str) -> Result<UnsecuredJwsProvider> {
+    let key = "sasl.oauthbearer.config";
+    let mut principal = None;
+    let mut lifetime = None;
+    let mut scope: Vec<String> = Vec::new();
+    for item in v.split_whitespace() {
+        let Some((k, val)) = item.split_once('=') else {
+            return Err(bad(key, item, "space-separated key=value pairs"));
+        };
+        match k {
+            "principal" => principal = Some(val.to_owned()),
+            "lifeSeconds" => lifetime = Some(parse_num(key, val, 1, 1 << 32)? as u64),
+            "scope" => scope = val.split(',').map(str::to_owned).collect(),
+            _ => {
+                return Err(Error::config(format!(
+                    "`{key}`: `{k}` is not supported (principal, lifeSeconds, scope are)"
+                )))
+            }
+        }
+    }
+    let principal = principal
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| Error::config(format!("`{key}` needs principal=NAME")))?;
+    let mut p = UnsecuredJwsProvider::new(&principal);
+    if let Some(secs) = lifetime {
+        p = p.lifetime(Duration::from_secs(secs));
+    }
+    let scope: Vec<&str> = scope.iter().map(String::as_str).collect();
+    Ok(p.scope(&scope))
 }
 
 /// The smallest `fetch.buffer.bytes` accepted.

@@ -63,6 +63,16 @@ pub enum ErrorKind {
     Listener,
     /// An operating-system I/O error (for example the I/O thread could not start).
     Io,
+    /// A broker refused to authenticate the consumer (SASL: a wrong password or unknown
+    /// user, a mechanism the broker does not enable, a token the broker refuses or a token
+    /// provider that failed), or the consumer refused the broker (a SCRAM server signature
+    /// that does not verify). The message names the broker and the mechanism.
+    Authentication,
+    /// A TLS connection could not be set up: the broker's certificate is not trusted, has
+    /// expired or does not name the host; the broker refused the client certificate; or
+    /// one end speaks TLS and the other does not. The message names the broker and says
+    /// which.
+    Tls,
 }
 
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //! Each entry point takes arbitrary bytes and must never panic, abort or allocate without
 //! bound. They only glue the library's own decoding paths together (framing, the response
 //! decoders, [`BatchIter`], [`decompress`], [`RecordIter`], [`HeaderIter`], the consumer
-//! protocol payloads); a panic in
+//! protocol payloads, the SASL authenticator and its mechanisms); a panic in
 //! one is a bug in those paths, or a broken invariant they promise (checked with
 //! `assert!` here, so the fuzzer reports it).
 //!
@@ -27,6 +27,8 @@ use crate::protocol::api::list_offsets::ListOffsetsRequest;
 use crate::protocol::api::metadata::MetadataRequest;
 use crate::protocol::api::offset_commit::OffsetCommitRequest;
 use crate::protocol::api::offset_fetch::OffsetFetchRequest;
+use crate::protocol::api::sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+use crate::protocol::api::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
 use crate::protocol::api::sync_group::SyncGroupRequest;
 use crate::protocol::api::Api;
 use crate::protocol::consumer_protocol::{
@@ -37,7 +39,10 @@ use crate::protocol::records::testing::{encode_batch, BatchSpec};
 use crate::protocol::records::{
     control_type, decompress, BatchHeader, BatchIter, Compression, RecordIter,
 };
+use crate::protocol::message::Bytes;
 use crate::protocol::wire::DecodeError;
+use crate::sasl::{AuthError, AuthErrorKind, Authenticator, Credentials, Step};
+use crate::security::{OAuthBearerToken, SaslMechanism, Secret};
 
 /// Decompression limit for one batch (the fuzzer's memory stays bounded).
 pub const DECOMPRESS_LIMIT: usize = 1 << 20;
@@ -100,6 +105,8 @@ pub static APIS: &[ApiEntry] = &[
     entry::<LeaveGroupRequest>(),
     entry::<SyncGroupRequest>(),
     entry::<ConsumerGroupHeartbeatRequest>(),
+    entry::<SaslHandshakeRequest>(),
+    entry::<SaslAuthenticateRequest>(),
 ];
 
 /// Picks an API and one of its versions: the API whose key is `key` (else one by `key`
@@ -477,6 +484,260 @@ fn touch_records(h: &BatchHeader, buf: &[u8], d: &mut Decoded) {
     }
 }
 
+// ---- SASL ------------------------------------------------------------------------------
+
+/// The user name the SASL targets log in as.
+const SASL_USER: &str = "alice";
+/// The password the SASL targets log in with (an error message may show it only if the
+/// input itself holds it).
+const SASL_PASSWORD: &str = "fuzz-pencil-7";
+/// The OAUTHBEARER token the SASL targets send.
+const SASL_TOKEN: &str = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.";
+/// The random bytes the SASL targets' SCRAM client nonce is made of.
+const SASL_NONCE: [u8; 24] = [7; 24];
+
+/// How a driven SASL exchange ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SaslOutcome {
+    /// Authenticated.
+    Done,
+    /// Failed with this kind of error.
+    Failed(AuthErrorKind),
+    /// The input ended before the exchange did.
+    Pending,
+}
+
+/// The credentials the SASL targets use with `mechanism`.
+fn sasl_credentials(mechanism: SaslMechanism) -> Credentials {
+    match mechanism {
+        SaslMechanism::OAuthBearer => Credentials::Token(OAuthBearerToken {
+            value: Secret::from(SASL_TOKEN),
+            expires_at: std::time::UNIX_EPOCH,
+            principal: SASL_USER.into(),
+            extensions: vec![("traceId".into(), "fuzz".into())],
+        }),
+        _ => Credentials::Password {
+            username: SASL_USER.into(),
+            password: Secret::from(SASL_PASSWORD),
+        },
+    }
+}
+
+/// A broker's ApiVersions as the SASL targets see it: SaslHandshake v0-v1, SaslAuthenticate
+/// v0-`max`.
+fn sasl_versions(max: i16) -> crate::link::Versions {
+    crate::link::Versions::new([
+        (SaslHandshakeRequest::KEY, 0, 1),
+        (SaslAuthenticateRequest::KEY, 0, max),
+    ])
+}
+
+/// A SaslHandshake answer body (without size prefix) accepting the mechanism.
+fn sasl_handshake_ok() -> Vec<u8> {
+    let resp = SaslHandshakeResponse {
+        error_code: 0,
+        mechanisms: vec!["PLAIN".into()],
+    };
+    frame::encode_response::<SaslHandshakeRequest>(&resp, 1, 1)[4..].to_vec()
+}
+
+/// A SaslAuthenticate answer body (without size prefix) at version `v`.
+fn sasl_answer(v: i16, error_code: i16, error_message: Option<String>, auth_bytes: &[u8]) -> Vec<u8> {
+    let resp = SaslAuthenticateResponse {
+        error_code,
+        error_message,
+        auth_bytes: Bytes(auth_bytes.to_vec()),
+        session_lifetime_ms: 60_000,
+    };
+    frame::encode_response::<SaslAuthenticateRequest>(&resp, v, 1)[4..].to_vec()
+}
+
+/// Checks what every authentication error promises: a message that is not empty, is
+/// bounded (broker texts are cut), and shows no secret the input did not hold itself.
+fn check_auth_error(e: &AuthError, input: &[u8]) {
+    assert!(!e.message.is_empty(), "empty error message");
+    assert!(e.message.len() < 4096, "unbounded error message: {}", e.message.len());
+    assert_eq!(e.to_string(), e.message);
+    for secret in [SASL_PASSWORD, SASL_TOKEN] {
+        let echoed = input.windows(secret.len()).any(|w| w == secret.as_bytes());
+        assert!(echoed || !e.message.contains(secret), "secret in {e:?}");
+    }
+}
+
+/// Splits `data` at its first 0xff byte (a byte valid UTF-8 never holds).
+fn split_at_ff(data: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match data.iter().position(|&b| b == 0xff) {
+        Some(at) => (&data[..at], Some(&data[at + 1..])),
+        None => (data, None),
+    }
+}
+
+/// Target `sasl_scram`: a SCRAM-SHA-256 client (fixed user, password and nonce) takes
+/// `data` up to its first 0xff byte as the server-first message and, if there is one, the
+/// rest as the server-final message. Without the `scram` feature, does nothing.
+pub fn sasl_scram(data: &[u8]) {
+    #[cfg(feature = "scram")]
+    black_box(scram_exchange(data));
+    #[cfg(not(feature = "scram"))]
+    black_box(data);
+}
+
+/// The `sasl_scram` exchange.
+#[cfg(feature = "scram")]
+fn scram_exchange(data: &[u8]) -> SaslOutcome {
+    use crate::sasl::scram::{nonce_from, ScramClient, ScramHash};
+    let (server_first, server_final) = split_at_ff(data);
+    let password = Secret::from(SASL_PASSWORD);
+    let client = ScramClient::new(ScramHash::Sha256, SASL_USER, &password, nonce_from(&SASL_NONCE));
+    black_box(client.client_first());
+    let last = match client.server_first(server_first) {
+        Ok(last) => last,
+        Err(e) => {
+            check_auth_error(&e, data);
+            assert_eq!(e.kind, AuthErrorKind::Protocol, "server-first: {e}");
+            return SaslOutcome::Failed(e.kind);
+        }
+    };
+    let client_final = last.client_final();
+    assert!(client_final.starts_with(b"c=biws,r="), "client-final");
+    assert!(
+        !client_final
+            .windows(SASL_PASSWORD.len())
+            .any(|w| w == SASL_PASSWORD.as_bytes()),
+        "password in the client-final message"
+    );
+    let Some(server_final) = server_final else {
+        return SaslOutcome::Pending;
+    };
+    match last.server_final(server_final) {
+        Ok(()) => SaslOutcome::Done,
+        Err(e) => {
+            check_auth_error(&e, data);
+            SaslOutcome::Failed(e.kind)
+        }
+    }
+}
+
+/// Target `sasl_oauthbearer`: `data` up to its first 0xff byte is the broker's auth bytes
+/// in its (error code 0) answer to the OAUTHBEARER initial response; the rest, if any, is
+/// the error message of its SASL_AUTHENTICATION_FAILED answer to the client's `\x01`.
+/// Also scans `data` for a JSON error status directly. Checks RFC 7628's flow: empty
+/// auth bytes authenticate, any others get one `\x01` and end in `Failed`.
+pub fn sasl_oauthbearer(data: &[u8]) {
+    black_box(oauthbearer_exchange(data));
+}
+
+/// The `sasl_oauthbearer` exchange.
+fn oauthbearer_exchange(data: &[u8]) -> SaslOutcome {
+    if let Some(status) = crate::sasl::oauthbearer::error_status(data) {
+        assert!(
+            status.chars().count() <= crate::sasl::oauthbearer::MAX_STATUS,
+            "status not cut"
+        );
+    }
+    let (auth_bytes, message) = split_at_ff(data);
+    let mechanism = SaslMechanism::OAuthBearer;
+    let mut a = Authenticator::new(mechanism, sasl_credentials(mechanism), SASL_NONCE);
+    assert!(a.start(&sasl_versions(2)).is_ok(), "start");
+    assert!(matches!(a.handle_response(&sasl_handshake_ok()), Ok(Step::Send(_))));
+    match a.handle_response(&sasl_answer(2, 0, None, auth_bytes)) {
+        Ok(Step::Done { .. }) => {
+            assert!(auth_bytes.is_empty(), "Done on an error answer");
+            SaslOutcome::Done
+        }
+        Ok(Step::Send(req)) => {
+            assert!(!auth_bytes.is_empty(), "a second round after success");
+            // Compact bytes of length 1 holding 0x01, then no tagged fields.
+            assert_eq!(req.body, [2, 1, 0], "the acknowledgement is not a single \\x01");
+            let Some(message) = message else {
+                return SaslOutcome::Pending;
+            };
+            let message = String::from_utf8_lossy(message).into_owned();
+            match a.handle_response(&sasl_answer(2, 58, Some(message), b"")) {
+                Err(e) => {
+                    check_auth_error(&e, data);
+                    assert_eq!(e.kind, AuthErrorKind::Failed, "{e}");
+                    SaslOutcome::Failed(e.kind)
+                }
+                Ok(step) => panic!("authenticated after a refusal: {step:?}"),
+            }
+        }
+        Err(e) => panic!("a well-formed answer failed: {e}"),
+    }
+}
+
+/// The mechanisms `sasl_authenticate` picks from, by `data[0] % 4`.
+const SASL_MECHANISMS: [SaslMechanism; 4] = [
+    SaslMechanism::Plain,
+    SaslMechanism::ScramSha256,
+    SaslMechanism::ScramSha512,
+    SaslMechanism::OAuthBearer,
+];
+
+/// Target `sasl_authenticate`: `[mechanism][SaslAuthenticate max version]` then answers,
+/// each `[length: u16 BE][body]` (a short last one takes what is left). `data[0] % 4`
+/// picks PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (fixed credentials and
+/// nonce), `data[1] % 3` the broker's highest SaslAuthenticate version. The authenticator
+/// starts, and each answer body (without size prefix) goes to `handle_response`, the first
+/// as the SaslHandshake answer, until it is done or fails. Checks invariants 1 and 2 of
+/// `sasl`: each request is a SaslAuthenticate at the negotiated version, `Done` and
+/// errors are terminal, an error repeats.
+pub fn sasl_authenticate(data: &[u8]) {
+    black_box(authenticate_exchange(data));
+}
+
+/// The `sasl_authenticate` exchange.
+fn authenticate_exchange(data: &[u8]) -> SaslOutcome {
+    let [m, max, tail @ ..] = data else {
+        return SaslOutcome::Pending;
+    };
+    let mut rest: &[u8] = tail;
+    let mechanism = SASL_MECHANISMS[usize::from(*m) % SASL_MECHANISMS.len()];
+    let max = i16::from(*max % 3);
+    let mut a = Authenticator::new(mechanism, sasl_credentials(mechanism), SASL_NONCE);
+    assert_eq!(a.mechanism(), mechanism);
+    match a.start(&sasl_versions(max)) {
+        Ok(req) => assert_eq!((req.api_key, req.version), (SaslHandshakeRequest::KEY, 1)),
+        Err(e) => {
+            // Only SCRAM without the `scram` feature cannot start.
+            let scram = matches!(
+                mechanism,
+                SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512
+            );
+            assert!(scram && !cfg!(feature = "scram"), "start: {e}");
+            assert_eq!(e.kind, AuthErrorKind::Unsupported);
+            return SaslOutcome::Failed(e.kind);
+        }
+    }
+    loop {
+        let &[hi, lo, ref tail @ ..] = rest else {
+            return SaslOutcome::Pending;
+        };
+        let len = usize::from(u16::from_be_bytes([hi, lo])).min(tail.len());
+        let (body, tail) = tail.split_at(len);
+        rest = tail;
+        match a.handle_response(body) {
+            Ok(Step::Send(req)) => {
+                assert_eq!((req.api_key, req.version), (SaslAuthenticateRequest::KEY, max));
+                assert_eq!(req.flexible, max >= SaslAuthenticateRequest::FLEXIBLE_FROM);
+            }
+            Ok(Step::Done { session_lifetime }) => {
+                assert!(session_lifetime.is_none_or(|d| d.as_millis() > 0));
+                match a.handle_response(body) {
+                    Err(e) => assert_eq!(e.kind, AuthErrorKind::Protocol, "{e}"),
+                    Ok(step) => panic!("a step after Done: {step:?}"),
+                }
+                return SaslOutcome::Done;
+            }
+            Err(e) => {
+                check_auth_error(&e, data);
+                assert_eq!(a.handle_response(body).err().as_ref(), Some(&e), "error repeats");
+                return SaslOutcome::Failed(e.kind);
+            }
+        }
+    }
+}
+
 fn touch_decode_error(e: &DecodeError) {
     black_box((e.kind(), e.to_string()));
 }
@@ -520,6 +781,9 @@ mod tests {
         ("batch_zstd", batch_zstd),
         ("fetch_response", fetch_response),
         ("consumer_protocol", consumer_protocol),
+        ("sasl_scram", sasl_scram),
+        ("sasl_oauthbearer", sasl_oauthbearer),
+        ("sasl_authenticate", sasl_authenticate),
     ];
 
     fn fuzz_dir() -> PathBuf {
@@ -1436,6 +1700,26 @@ mod tests {
                             corr,
                         )
                     }
+                    k if k == SaslHandshakeRequest::KEY => encode_response::<SaslHandshakeRequest>(
+                        &SaslHandshakeResponse {
+                            error_code: 33,
+                            mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-512".into()],
+                        },
+                        v,
+                        corr,
+                    ),
+                    k if k == SaslAuthenticateRequest::KEY => {
+                        encode_response::<SaslAuthenticateRequest>(
+                            &SaslAuthenticateResponse {
+                                error_code: 0,
+                                error_message: None,
+                                auth_bytes: Bytes(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".to_vec()),
+                                session_lifetime_ms: 3_600_000,
+                            },
+                            v,
+                            corr,
+                        )
+                    }
                     _ => panic!("no seed sample for {}: add one to seeds()", e.name),
                 };
                 bodies.push((e.key, v, frame[4..].to_vec()));
@@ -1527,6 +1811,143 @@ mod tests {
             let a = assignment_sample().encode_version(v);
             out.push(("consumer_protocol", format!("seed-assignment-v{v}"), a));
         }
+        out.extend(sasl_seeds());
+        out
+    }
+
+    /// `[length: u16 BE][body]` for each body, as `sasl_authenticate` reads answers.
+    fn sasl_frames(bodies: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in bodies {
+            out.extend_from_slice(&(b.len() as u16).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+        out
+    }
+
+    /// The outcome a SASL seed's name promises: its last `-` part.
+    fn promised(name: &str) -> SaslOutcome {
+        match name.rsplit('-').next() {
+            Some("done") => SaslOutcome::Done,
+            Some("pending") => SaslOutcome::Pending,
+            Some("failed") => SaslOutcome::Failed(AuthErrorKind::Failed),
+            Some("unsupported") => SaslOutcome::Failed(AuthErrorKind::Unsupported),
+            Some("protocol") => SaslOutcome::Failed(AuthErrorKind::Protocol),
+            _ => panic!("{name}: no outcome in the seed's name"),
+        }
+    }
+
+    /// The broker's SCRAM messages in a whole `sasl_scram`/`sasl_authenticate` login with
+    /// `hash`: server-first and server-final, from a fake server that knows the password.
+    #[cfg(feature = "scram")]
+    fn scram_login(hash: crate::sasl::scram::ScramHash) -> (Vec<u8>, Vec<u8>) {
+        use crate::sasl::scram::{nonce_from, testing::FakeServer, ScramClient};
+        let server = FakeServer {
+            hash,
+            password: SASL_PASSWORD,
+            salt: b"fuzz-salt".to_vec(),
+            iterations: 4096,
+            server_nonce: "%srv",
+        };
+        let password = Secret::from(SASL_PASSWORD);
+        let client = ScramClient::new(hash, SASL_USER, &password, nonce_from(&SASL_NONCE));
+        let client_first = client.client_first();
+        let server_first = server.server_first(&client_first);
+        let last = client.server_first(&server_first).unwrap();
+        let server_final = server.server_final(&client_first, &server_first, last.client_final());
+        (server_first, server_final)
+    }
+
+    /// Seeds of the SASL targets; each name ends with the outcome it leads to.
+    fn sasl_seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+        let mut out: Vec<(&'static str, String, Vec<u8>)> = Vec::new();
+        let nonce = crate::sasl::base64::encode(&SASL_NONCE);
+        let server_first = format!("r={nonce}%srv,s=ZnV6ei1zYWx0,i=4096");
+        // sasl_scram
+        let mut with_error = server_first.clone().into_bytes();
+        with_error.push(0xff);
+        with_error.extend_from_slice(b"e=invalid-proof");
+        out.push(("sasl_scram", "seed-server-first-pending".into(), server_first.clone().into_bytes()));
+        out.push(("sasl_scram", "seed-e-invalid-proof-failed".into(), with_error));
+        let mut ext = format!("{server_first},x=ext").into_bytes();
+        ext.push(0xff);
+        ext.extend_from_slice(b"v=AAAA,y=1");
+        out.push(("sasl_scram", "seed-extension-bad-signature-failed".into(), ext));
+        out.push((
+            "sasl_scram",
+            "seed-mandatory-extension-protocol".into(),
+            format!("m=x,{server_first}").into_bytes(),
+        ));
+        #[cfg(feature = "scram")]
+        {
+            use crate::sasl::scram::ScramHash;
+            let (first, last) = scram_login(ScramHash::Sha256);
+            let mut login = first.clone();
+            login.push(0xff);
+            login.extend_from_slice(&last);
+            out.push(("sasl_scram", "seed-login-done".into(), login));
+            for (m, hash) in [(1u8, ScramHash::Sha256), (2, ScramHash::Sha512)] {
+                let (first, last) = scram_login(hash);
+                for v in 0..=2i16 {
+                    let mut input = vec![m, v as u8];
+                    input.extend(sasl_frames(&[
+                        &sasl_handshake_ok(),
+                        &sasl_answer(v, 0, None, &first),
+                        &sasl_answer(v, 0, None, &last),
+                    ]));
+                    out.push(("sasl_authenticate", format!("seed-scram{m}-v{v}-done"), input));
+                }
+                let mut input = vec![m, 2];
+                input.extend(sasl_frames(&[
+                    &sasl_handshake_ok(),
+                    &sasl_answer(2, 0, None, &first),
+                    &sasl_answer(2, 0, None, b"e=invalid-proof"),
+                ]));
+                out.push(("sasl_authenticate", format!("seed-scram{m}-e-failed"), input));
+            }
+        }
+        // sasl_oauthbearer
+        let json = br#"{"status":"invalid_token","scope":"kafka"}"#;
+        let mut refused = json.to_vec();
+        refused.push(0xff);
+        refused.extend_from_slice(b"Authentication failed: token expired");
+        out.push(("sasl_oauthbearer", "seed-accepted-done".into(), Vec::new()));
+        out.push(("sasl_oauthbearer", "seed-json-error-pending".into(), json.to_vec()));
+        out.push(("sasl_oauthbearer", "seed-json-error-failed".into(), refused));
+        out.push(("sasl_oauthbearer", "seed-not-json-failed".into(), b"<html>\xff".to_vec()));
+        // sasl_authenticate: PLAIN and OAUTHBEARER at every version, refusals.
+        let kafka = "Authentication failed during authentication due to invalid credentials \
+                     with SASL mechanism PLAIN";
+        for v in 0..=2i16 {
+            let mut plain = vec![0, v as u8];
+            plain.extend(sasl_frames(&[&sasl_handshake_ok(), &sasl_answer(v, 0, None, b"")]));
+            out.push(("sasl_authenticate", format!("seed-plain-v{v}-done"), plain));
+            let mut plain = vec![0, v as u8];
+            let refusal = sasl_answer(v, 58, Some(kafka.into()), b"");
+            plain.extend(sasl_frames(&[&sasl_handshake_ok(), &refusal]));
+            out.push(("sasl_authenticate", format!("seed-plain-v{v}-failed"), plain));
+            let mut oauth = vec![3, v as u8];
+            oauth.extend(sasl_frames(&[&sasl_handshake_ok(), &sasl_answer(v, 0, None, b"")]));
+            out.push(("sasl_authenticate", format!("seed-oauthbearer-v{v}-done"), oauth));
+            let mut oauth = vec![3, v as u8];
+            oauth.extend(sasl_frames(&[
+                &sasl_handshake_ok(),
+                &sasl_answer(v, 0, None, json),
+                &sasl_answer(v, 58, Some("invalid_token".into()), b""),
+            ]));
+            out.push(("sasl_authenticate", format!("seed-oauthbearer-v{v}-failed"), oauth));
+        }
+        let unsupported = SaslHandshakeResponse {
+            error_code: 33,
+            mechanisms: vec!["SCRAM-SHA-512".into()],
+        };
+        let unsupported = encode_response::<SaslHandshakeRequest>(&unsupported, 1, 1);
+        let mut input = vec![0, 2];
+        input.extend(sasl_frames(&[&unsupported[4..]]));
+        out.push(("sasl_authenticate", "seed-mechanism-unsupported".into(), input));
+        let mut input = vec![0, 2];
+        input.extend(sasl_frames(&[&sasl_handshake_ok(), &sasl_answer(2, 34, None, b"")]));
+        out.push(("sasl_authenticate", "seed-illegal-state-protocol".into(), input));
         out
     }
 
@@ -1586,6 +2007,17 @@ mod tests {
                     assert!((api.decode)(&data[2..], v), "{what}");
                 }
                 "frame" => frame(data),
+                "sasl_scram" => {
+                    sasl_scram(data);
+                    #[cfg(feature = "scram")]
+                    assert_eq!(scram_exchange(data), promised(name), "{what}");
+                }
+                "sasl_oauthbearer" => {
+                    assert_eq!(oauthbearer_exchange(data), promised(name), "{what}");
+                }
+                "sasl_authenticate" => {
+                    assert_eq!(authenticate_exchange(data), promised(name), "{what}");
+                }
                 "consumer_protocol" => {
                     consumer_protocol(data);
                     let decodes = if name.contains("subscription") {

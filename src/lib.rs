@@ -48,6 +48,8 @@ mod listener;
 #[cfg_attr(feature = "testing", allow(missing_docs))]
 mod protocol;
 mod record;
+mod sasl;
+mod security;
 #[cfg(test)]
 mod sim;
 mod types;
@@ -69,6 +71,10 @@ pub use consumer::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{GroupMetadata, RebalanceListener};
+pub use security::{
+    OAuthBearerToken, OAuthBearerTokenProvider, SaslMechanism, Secret, SecurityProtocol,
+    UnsecuredJwsProvider,
+};
 pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
 pub use types::TopicPartition;
 

@@ -26,6 +26,13 @@
 //   --commit revoke|none               revoke (default): commitSync of the consumed offsets of
 //                                      the revoked partitions in onPartitionsRevoked
 //   --auto-offset-reset earliest|latest|none   (default: the Java client's, latest)
+//   --prop KEY=VALUE                   a consumer property, set after (so overriding) all of
+//                                      the above; may be repeated, e.g. for SASL_SSL:
+//                                      --prop security.protocol=SASL_SSL
+//                                      --prop sasl.mechanism=SCRAM-SHA-512
+//                                      --prop 'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";'
+//                                      --prop ssl.truststore.type=PEM
+//                                      --prop ssl.truststore.location=target/kafka/certs/ca.pem
 //
 // Output lines (partitions as TOPIC-PARTITION, sorted by topic then partition, comma
 // separated, "-" for none; GEN is groupMetadata().generationId() at the callback: the
@@ -78,6 +85,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class GroupMember {
     static final Map<String, String> opts = new HashMap<>();
+    /** The --prop options, in order (the only option that may be repeated). */
+    static final List<String[]> props = new ArrayList<>();
     static final Comparator<TopicPartition> ORDER =
             Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition);
 
@@ -93,7 +102,13 @@ public class GroupMember {
             quietLogging();
             for (int k = 0; k < args.length; k += 2) {
                 if (k + 1 >= args.length) throw new IllegalArgumentException("missing value for " + args[k]);
-                opts.put(args[k], args[k + 1]);
+                if (args[k].equals("--prop")) {
+                    int eq = args[k + 1].indexOf('=');
+                    if (eq <= 0) throw new IllegalArgumentException("--prop needs KEY=VALUE, not " + args[k + 1]);
+                    props.add(new String[] {args[k + 1].substring(0, eq), args[k + 1].substring(eq + 1)});
+                } else {
+                    opts.put(args[k], args[k + 1]);
+                }
             }
             run();
             System.exit(0);
@@ -172,6 +187,7 @@ public class GroupMember {
             throw new IllegalArgumentException("--commit must be revoke or none");
         }
         commitOnRevoke = commit.equals("revoke");
+        for (String[] kv : props) p.put(kv[0], kv[1]);
         return p;
     }
 

@@ -21,14 +21,26 @@
 //       subscribes to T in group G, polls until it has an assignment, prints
 //       "joined [partitions]", then keeps polling (staying in the group) until its stdin
 //       closes; then leaves the group and prints "left"
+//   acl-add --principal User:bob --resource topic|group|cluster|transactional-id --name N
+//           --operation READ|DESCRIBE|ALL|... [--pattern literal|prefixed]
+//           [--permission allow|deny] [--host H]
+//       creates the ACL (pattern literal, permission allow and host * by default) and waits
+//       until describeAcls lists it, i.e. the broker's authorizer applies it; prints
+//       "acl added". Run it against the PLAINTEXT listener: its principal, ANONYMOUS, is a
+//       super user of the scripts/broker.sh broker.
+//   acl-remove (the same options)
+//       deletes the ACLs matching exactly these options and waits until describeAcls no
+//       longer lists them; prints "acl removed" (also when there was none)
 //
 // Exits 0 on success; prints the error and exits non-zero on failure.
 
 import java.io.InputStream;
 import java.time.Duration;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
@@ -42,6 +54,14 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -62,6 +82,8 @@ public class TestAdmin {
                 case "committed": committed(); break;
                 case "commit": commit(); break;
                 case "member": member(); break;
+                case "acl-add": aclAdd(); break;
+                case "acl-remove": aclRemove(); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
             System.out.flush();
@@ -117,6 +139,78 @@ public class TestAdmin {
             }
         }
         System.out.println("deleted " + topic);
+    }
+
+    static Admin admin() {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, opt("--bootstrap"));
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 30000);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 60000);
+        return Admin.create(p);
+    }
+
+    /** The ACL the acl-add / acl-remove options describe. */
+    static AclBinding acl() {
+        ResourceType type;
+        String resource = opt("--resource");
+        switch (resource) {
+            case "topic": type = ResourceType.TOPIC; break;
+            case "group": type = ResourceType.GROUP; break;
+            case "cluster": type = ResourceType.CLUSTER; break;
+            case "transactional-id": type = ResourceType.TRANSACTIONAL_ID; break;
+            default: throw new IllegalArgumentException("unknown --resource " + resource);
+        }
+        String pattern = opts.getOrDefault("--pattern", "literal");
+        PatternType patternType = PatternType.fromString(pattern.toUpperCase(Locale.ROOT));
+        if (patternType != PatternType.LITERAL && patternType != PatternType.PREFIXED) {
+            throw new IllegalArgumentException("--pattern must be literal or prefixed, not " + pattern);
+        }
+        String operation = opt("--operation");
+        AclOperation op = AclOperation.fromString(operation.toUpperCase(Locale.ROOT));
+        if (op == AclOperation.UNKNOWN || op == AclOperation.ANY) {
+            throw new IllegalArgumentException("unknown --operation " + operation);
+        }
+        String permission = opts.getOrDefault("--permission", "allow");
+        AclPermissionType perm = AclPermissionType.fromString(permission.toUpperCase(Locale.ROOT));
+        if (perm != AclPermissionType.ALLOW && perm != AclPermissionType.DENY) {
+            throw new IllegalArgumentException("--permission must be allow or deny, not " + permission);
+        }
+        String principal = opt("--principal");
+        if (!principal.contains(":")) throw new IllegalArgumentException("--principal must be TYPE:NAME, e.g. User:bob");
+        return new AclBinding(new ResourcePattern(type, opt("--name"), patternType),
+                new AccessControlEntry(principal, opts.getOrDefault("--host", "*"), op, perm));
+    }
+
+    /** Waits until describeAcls lists the binding (listed true) or no longer does. */
+    static void awaitAcl(Admin admin, AclBinding acl, boolean listed) throws Exception {
+        AclBindingFilter filter = acl.toFilter();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (true) {
+            Collection<AclBinding> got = admin.describeAcls(filter).values().get(30, TimeUnit.SECONDS);
+            if (got.contains(acl) == listed) return;
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("ACL " + acl + (listed ? " not listed" : " still listed") + " after 60 s");
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    static void aclAdd() throws Exception {
+        AclBinding acl = acl();
+        try (Admin admin = admin()) {
+            admin.createAcls(Collections.singleton(acl)).all().get(60, TimeUnit.SECONDS);
+            awaitAcl(admin, acl, true);
+        }
+        System.out.println("acl added");
+    }
+
+    static void aclRemove() throws Exception {
+        AclBinding acl = acl();
+        try (Admin admin = admin()) {
+            admin.deleteAcls(Collections.singleton(acl.toFilter())).all().get(60, TimeUnit.SECONDS);
+            awaitAcl(admin, acl, false);
+        }
+        System.out.println("acl removed");
     }
 
     static Properties consumerProps(String group) {

@@ -1,5 +1,6 @@
-//! One socket: non-blocking connect to each resolved address in turn, ApiVersions
-//! negotiation, framed reads straight into their own buffers, queued writes, correlation
+//! One socket: non-blocking connect to each resolved address in turn, the TLS handshake
+//! (`SSL`, `SASL_SSL`), ApiVersions negotiation, SASL authentication and re-authentication
+//! (`SASL_*`), framed reads straight into their own buffers, queued writes, correlation
 //! ids.
 //!
 //! mio's rules, exactly: read and write until `WouldBlock`; expect spurious wake-ups; a
@@ -8,19 +9,33 @@
 //!
 //! ```text
 //!   Resolving ──addresses──▶ Connecting(i) ──connected──▶ Negotiating ──ApiVersions──▶ Ready
-//!                               │  failed: next address (i+1)
-//!                               └──── none left ──▶ closed (the caller backs off)
+//!                               │  failed: next address (i+1)     (TLS handshake     │     ▲ ▲
+//!                               └──── none left ──▶ closed         runs underneath)  │ SASL│ │ re-auth done
+//!                                      (the caller backs off)          Authenticating ◀┘─────┘ │
+//!                                                                       Ready, re-auth due ─────┘
 //! ```
+//!
+//! Invariants:
+//! 1. Only the connection's own requests (ApiVersions, SaslHandshake, SaslAuthenticate)
+//!    travel before it is ready; a component's request is never sent on a connection that
+//!    has not authenticated.
+//! 2. A re-authentication (KIP-368) starts only when no request is in flight, and requests
+//!    handed to the connection meanwhile are held and sent, in order, once it is done.
+//! 3. A connection whose setup failed for a reason the user must act on (a refused login, a
+//!    certificate not trusted, TLS on one end only) closes with a user-facing error.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
+use super::secure::{as_user_error, reauth_after, user_error, Reauth, Security, Transport};
 use crate::buffer::{FrameBuf, Pool};
+use crate::error::ErrorKind;
+use crate::sasl::{AuthErrorKind, Authenticator, Step};
 use crate::link::{Route, Tag, Transmit, Versions};
 use crate::protocol::api::api_versions::{self, ApiVersionsRequest};
 use crate::protocol::api::Api;
@@ -35,8 +50,12 @@ pub enum ConnState {
     Resolving(u64),
     /// TCP connect in progress to `addrs[index]`.
     Connecting,
-    /// Connected; ApiVersions sent, waiting for the answer.
+    /// Connected (TLS handshake running underneath, if any); ApiVersions sent, waiting for
+    /// the answer.
     Negotiating,
+    /// SASL: the handshake and authentication exchange (or, with OAUTHBEARER, waiting for
+    /// the first token).
+    Authenticating,
     /// Versions known; requests may be sent.
     Ready,
 }
@@ -74,7 +93,14 @@ pub struct Conn {
     pub host: String,
     addrs: Vec<SocketAddr>,
     addr_index: usize,
-    stream: Option<TcpStream>,
+    transport: Option<Transport>,
+    /// The versions from ApiVersions, while authentication runs.
+    versions: Option<Versions>,
+    /// The SASL exchange running, if one is.
+    auth: Option<Authenticator>,
+    reauth: Reauth,
+    /// Requests handed over while a re-authentication is due or running.
+    held: VecDeque<Transmit>,
     /// When the current setup step (resolving, or connecting to one address) started.
     step_started: Instant,
     api_versions_version: i16,
@@ -112,7 +138,11 @@ impl Conn {
             host: host.to_owned(),
             addrs: Vec::new(),
             addr_index: 0,
-            stream: None,
+            transport: None,
+            versions: None,
+            auth: None,
+            reauth: Reauth::default(),
+            held: VecDeque::new(),
             step_started: now,
             api_versions_version: ApiVersionsRequest::MAX_VERSION,
             next_correlation: CorrelationId(1),
@@ -163,7 +193,7 @@ impl Conn {
                 Ok(s)
             }) {
                 Ok(stream) => {
-                    self.stream = Some(stream);
+                    self.transport = Some(Transport::Plain(stream));
                     self.writable_registered = true;
                     self.state = ConnState::Connecting;
                     self.step_started = now;
@@ -181,8 +211,8 @@ impl Conn {
     /// The current connect attempt failed or timed out: try the next address, if any.
     /// Returns an error when none is left.
     pub fn next_address(&mut self, registry: &Registry, now: Instant, why: &str) -> io::Result<()> {
-        if let Some(mut s) = self.stream.take() {
-            let _ = registry.deregister(&mut s);
+        if let Some(mut t) = self.transport.take() {
+            let _ = registry.deregister(t.socket());
         }
         let failed = self.addrs.get(self.addr_index).copied();
         self.addr_index += 1;
@@ -196,21 +226,53 @@ impl Conn {
         self.connect_current(registry, now)
     }
 
-    /// When the current setup step (resolving or connecting) times out.
+    /// When the current setup step times out: resolving, connecting to one address, or
+    /// everything between the TCP connect and ready (TLS handshake, ApiVersions, SASL).
     pub fn setup_deadline(&self, timeout: Duration) -> Option<Instant> {
         match self.state {
-            ConnState::Resolving(_) | ConnState::Connecting => Some(self.step_started + timeout),
-            _ => None,
+            ConnState::Ready => None,
+            _ => Some(self.step_started + timeout),
         }
     }
 
-    /// Closes the socket and returns every request that was in flight.
+    /// What the connection is doing while it is not ready, for timeout messages.
+    pub fn setup_step(&self) -> &'static str {
+        match self.state {
+            ConnState::Resolving(_) => "resolving",
+            ConnState::Connecting => "connecting",
+            ConnState::Negotiating if self.transport.as_ref().is_some_and(Transport::is_handshaking) => {
+                "the TLS handshake"
+            }
+            ConnState::Negotiating => "ApiVersions",
+            ConnState::Authenticating if self.auth.is_none() => "waiting for an OAUTHBEARER token",
+            ConnState::Authenticating => "SASL authentication",
+            ConnState::Ready => "ready",
+        }
+    }
+
+    /// Where we connected, for messages: `host:port`.
+    pub fn address(&self) -> String {
+        match self.addrs.get(self.addr_index) {
+            Some(a) => format!("{} ({a})", self.host),
+            None => self.host.clone(),
+        }
+    }
+
+    /// Closes the socket and returns every request that was in flight (and held).
     pub fn close(&mut self, registry: &Registry) -> Vec<InFlight> {
-        if let Some(mut s) = self.stream.take() {
-            let _ = registry.deregister(&mut s);
+        if let Some(mut t) = self.transport.take() {
+            let _ = registry.deregister(t.socket());
         }
         self.out.clear();
-        self.in_flight.drain().map(|(_, f)| f).collect()
+        let held = self.held.drain(..).map(|t| InFlight {
+            api_key: t.api_key,
+            version: t.version,
+            deadline: self.step_started,
+            tag: Some(t.tag),
+        });
+        let mut failed: Vec<InFlight> = self.in_flight.drain().map(|(_, f)| f).collect();
+        failed.extend(held);
+        failed
     }
 
     /// Whether requests may be sent.
@@ -218,8 +280,12 @@ impl Conn {
         self.state == ConnState::Ready
     }
 
-    /// Queues a component's request.
+    /// Queues a component's request (or holds it while a re-authentication is due).
     pub fn send(&mut self, t: Transmit, now: Instant) {
+        if self.reauth.pending {
+            self.held.push_back(t);
+            return;
+        }
         self.queue(
             t.api_key,
             t.version,
@@ -269,10 +335,10 @@ impl Conn {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        deadline: Instant,
+        at: At<'_>,
     ) -> (Vec<Outcome>, io::Result<()>) {
         let mut out = Vec::new();
-        let result = self.ready_into(&mut out, registry, readable, writable, deadline);
+        let result = self.ready_into(&mut out, registry, readable, writable, at);
         (out, result)
     }
 
@@ -282,13 +348,15 @@ impl Conn {
         registry: &Registry,
         readable: bool,
         writable: bool,
-        deadline: Instant,
+        at: At<'_>,
     ) -> io::Result<()> {
         if self.state == ConnState::Connecting {
             if !writable && !readable {
                 return Ok(());
             }
-            let stream = self.stream.as_ref().ok_or_else(not_connected)?;
+            let Some(Transport::Plain(stream)) = self.transport.as_ref() else {
+                return Err(not_connected());
+            };
             if let Some(e) = stream.take_error()? {
                 return Err(e);
             }
@@ -299,14 +367,22 @@ impl Conn {
             }
             let _ = stream.set_nodelay(true);
             log::debug!("connected to {} ({})", self.route, self.host);
+            if let Some(Transport::Plain(sock)) = self.transport.take() {
+                let transport = at
+                    .security
+                    .transport(sock, &self.host)
+                    .map_err(io::Error::other)?;
+                self.transport = Some(transport);
+            }
             self.state = ConnState::Negotiating;
-            self.send_api_versions(deadline);
+            self.step_started = at.now;
+            self.send_api_versions(at.deadline);
         }
         if writable || !self.out.is_empty() {
             self.flush()?;
         }
         if readable {
-            self.read_frames(out, deadline)?;
+            self.read_frames(out, at)?;
         }
         self.update_interest(registry)
     }
@@ -340,7 +416,6 @@ impl Conn {
     ) -> io::Result<Option<Versions>> {
         match decode_response::<ApiVersionsRequest>(body, version) {
             Ok(resp) if resp.error_code == 0 => {
-                self.state = ConnState::Ready;
                 log::debug!("{} ready ({} APIs)", self.route, resp.api_keys.len());
                 Ok(Some(Versions::new(
                     resp.api_keys
@@ -373,17 +448,31 @@ impl Conn {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        let Some(stream) = self.stream.as_mut() else {
+        let Some(transport) = self.transport.as_mut() else {
             return Ok(());
         };
-        while let Some(front) = self.out.front() {
-            match stream.write(&front[self.out_pos..]) {
+        let handshaking = transport.is_handshaking();
+        let result = Self::write_out(transport, &mut self.out, &mut self.out_pos)
+            .and_then(|()| transport.flush_tls());
+        match result {
+            Err(e) if handshaking => Err(self.tls_failure(e)),
+            r => r,
+        }
+    }
+
+    fn write_out(
+        transport: &mut Transport,
+        out: &mut VecDeque<Vec<u8>>,
+        out_pos: &mut usize,
+    ) -> io::Result<()> {
+        while let Some(front) = out.front() {
+            match transport.write(&front[*out_pos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
-                    self.out_pos += n;
-                    if self.out_pos == front.len() {
-                        self.out.pop_front();
-                        self.out_pos = 0;
+                    *out_pos += n;
+                    if *out_pos == front.len() {
+                        out.pop_front();
+                        *out_pos = 0;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -396,16 +485,19 @@ impl Conn {
 
     /// Flushes queued output and keeps WRITABLE interest only while output remains.
     pub fn flush_and_update(&mut self, registry: &Registry) -> io::Result<()> {
-        if matches!(self.state, ConnState::Negotiating | ConnState::Ready) {
+        if !matches!(self.state, ConnState::Resolving(_) | ConnState::Connecting) {
             self.flush()?;
         }
         self.update_interest(registry)
     }
 
     fn update_interest(&mut self, registry: &Registry) -> io::Result<()> {
-        let want_write = self.state == ConnState::Connecting || !self.out.is_empty();
+        let want_write = self.state == ConnState::Connecting
+            || !self.out.is_empty()
+            || self.transport.as_ref().is_some_and(Transport::wants_write);
         if want_write != self.writable_registered {
-            if let Some(s) = self.stream.as_mut() {
+            if let Some(t) = self.transport.as_mut() {
+                let s = t.socket();
                 let interest = if want_write {
                     Interest::READABLE | Interest::WRITABLE
                 } else {
@@ -418,25 +510,33 @@ impl Conn {
         Ok(())
     }
 
-    fn read_frames(&mut self, out: &mut Vec<Outcome>, deadline: Instant) -> io::Result<()> {
+    fn read_frames(&mut self, out: &mut Vec<Outcome>, at: At<'_>) -> io::Result<()> {
         loop {
-            let stream = self.stream.as_mut().ok_or_else(not_connected)?;
+            let transport = self.transport.as_mut().ok_or_else(not_connected)?;
+            let handshaking = transport.is_handshaking();
             let res = if self.head_len < 4 {
-                stream.read(&mut self.head[self.head_len..])
+                transport.read(&mut self.head[self.head_len..])
             } else {
                 let end = self.body.len().min(self.frame_len);
-                stream.read(&mut self.body[self.body_len..end])
+                transport.read(&mut self.body[self.body_len..end])
             };
             match res {
+                Ok(0) if handshaking => {
+                    return Err(self.tls_failure(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the broker closed the connection",
+                    )))
+                }
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "the broker closed the connection",
+                        self.closed_while(),
                     ))
                 }
                 Ok(n) if self.head_len < 4 => {
                     self.head_len += n;
                     if self.head_len == 4 {
+                        self.check_not_tls()?;
                         let len = frame::frame_len(&self.head)
                             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
                             .unwrap_or(0);
@@ -472,22 +572,76 @@ impl Conn {
                             .frame(std::mem::take(&mut self.body), self.frame_len);
                         self.head_len = 0;
                         self.body_len = 0;
-                        self.complete(body, out, deadline)?;
+                        self.complete(body, out, at)?;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // TLS 1.3 servers refuse a client certificate after the client's side of
+                // the handshake is done: that alert arrives with the first read.
+                Err(e) if handshaking || as_user_error(&e).is_some() => {
+                    return Err(self.tls_failure(e))
+                }
                 Err(e) => return Err(e),
             }
         }
     }
 
-    fn complete(
-        &mut self,
-        body: FrameBuf,
-        out: &mut Vec<Outcome>,
-        deadline: Instant,
-    ) -> io::Result<()> {
+    /// A plain connection whose first answer starts like a TLS record (a handshake or an
+    /// alert) reached a TLS listener: say so, rather than read a TLS record header as a
+    /// frame length.
+    fn check_not_tls(&self) -> io::Result<()> {
+        let plain = !self.transport.as_ref().is_some_and(Transport::is_tls);
+        if plain
+            && self.state == ConnState::Negotiating
+            && matches!(self.head, [0x14..=0x17, 0x03, 0..=0x04, _])
+        {
+            return Err(user_error(
+                ErrorKind::Tls,
+                format!(
+                    "{} answered with TLS: it is a TLS listener, and this consumer has \
+                     security.protocol=PLAINTEXT or SASL_PLAINTEXT (use SSL or SASL_SSL)",
+                    self.address()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The TLS handshake failed with `e`: a user-facing error that names the broker.
+    fn tls_failure(&self, e: io::Error) -> io::Error {
+        if let Some(err) = as_user_error(&e) {
+            return user_error(
+                err.kind(),
+                format!("TLS handshake with {} failed: {err}", self.address()),
+            );
+        }
+        let why = if e.kind() == io::ErrorKind::UnexpectedEof {
+            "the broker closed the connection during the TLS handshake: is it a TLS listener? \
+             (a PLAINTEXT or SASL_PLAINTEXT listener needs security.protocol=PLAINTEXT or \
+             SASL_PLAINTEXT)"
+                .to_owned()
+        } else {
+            e.to_string()
+        };
+        user_error(
+            ErrorKind::Tls,
+            format!("TLS handshake with {} failed: {why}", self.address()),
+        )
+    }
+
+    /// Why a connection closed by the broker closed, as far as we can tell.
+    fn closed_while(&self) -> String {
+        match self.state {
+            ConnState::Authenticating => format!(
+                "the broker closed the connection during SASL authentication ({})",
+                self.address()
+            ),
+            _ => "the broker closed the connection".to_owned(),
+        }
+    }
+
+    fn complete(&mut self, body: FrameBuf, out: &mut Vec<Outcome>, at: At<'_>) -> io::Result<()> {
         let corr = frame::correlation_id(&body)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         let Some(in_flight) = self.in_flight.remove(&corr) else {
@@ -505,11 +659,135 @@ impl Conn {
         );
         match in_flight.tag {
             Some(_) => out.push(Outcome::Response { in_flight, body }),
-            None => {
-                if let Some(v) = self.handle_api_versions(&body, in_flight.version, deadline)? {
-                    out.push(Outcome::Ready(v));
+            None if in_flight.api_key == ApiVersionsRequest::KEY => {
+                if let Some(v) = self.handle_api_versions(&body, in_flight.version, at.deadline)? {
+                    if at.security.uses_sasl() {
+                        self.versions = Some(v);
+                        self.state = ConnState::Authenticating;
+                        self.start_auth(at)?;
+                    } else {
+                        self.state = ConnState::Ready;
+                        out.push(Outcome::Ready(v));
+                    }
                 }
             }
+            None => self.handle_auth(&body, out, at)?,
+        }
+        if self.reauth.pending && self.auth.is_none() && self.in_flight.is_empty() {
+            self.start_auth(at)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a SASL exchange (a login, or a re-authentication), unless the OAUTHBEARER
+    /// token has not arrived yet ([`Conn::token_arrived`] starts it then).
+    fn start_auth(&mut self, at: At<'_>) -> io::Result<()> {
+        let Some(versions) = &self.versions else {
+            return Err(not_connected());
+        };
+        let Some(mut auth) = at.security.authenticator() else {
+            log::debug!("{}: waiting for an OAUTHBEARER token", self.route);
+            return Ok(());
+        };
+        let req = auth
+            .start(versions)
+            .map_err(|e| self.auth_failure(auth.mechanism(), e))?;
+        log::debug!(
+            "{}: SASL {} {}",
+            self.route,
+            auth.mechanism(),
+            if self.state == ConnState::Ready { "re-authentication" } else { "authentication" }
+        );
+        self.queue(req.api_key, req.version, req.flexible, &req.body, None, at.deadline);
+        self.auth = Some(auth);
+        Ok(())
+    }
+
+    /// An OAUTHBEARER token arrived: a connection waiting for one logs in now.
+    pub fn token_arrived(&mut self, registry: &Registry, at: At<'_>) -> io::Result<()> {
+        if self.state == ConnState::Authenticating && self.auth.is_none() {
+            self.start_auth(at)?;
+            self.flush()?;
+            self.update_interest(registry)?;
+        }
+        Ok(())
+    }
+
+    /// The broker answered the SASL exchange.
+    fn handle_auth(&mut self, body: &[u8], out: &mut Vec<Outcome>, at: At<'_>) -> io::Result<()> {
+        let Some(auth) = self.auth.as_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "an answer to a SASL request that was not sent",
+            ));
+        };
+        let mechanism = auth.mechanism();
+        match auth.handle_response(body) {
+            Ok(Step::Send(req)) => {
+                self.queue(req.api_key, req.version, req.flexible, &req.body, None, at.deadline);
+            }
+            Ok(Step::Done { session_lifetime }) => {
+                self.auth = None;
+                self.reauth.due_at = session_lifetime.map(|l| at.now + reauth_after(l, jitter()));
+                if let Some(l) = session_lifetime {
+                    log::debug!(
+                        "{}: authenticated with {mechanism}; session of {l:?}",
+                        self.route
+                    );
+                }
+                if self.state == ConnState::Authenticating {
+                    self.state = ConnState::Ready;
+                    let versions = self.versions.take().unwrap_or_default();
+                    self.versions = Some(versions.clone());
+                    out.push(Outcome::Ready(versions));
+                } else {
+                    self.reauth.pending = false;
+                    while let Some(t) = self.held.pop_front() {
+                        self.send(t, at.now);
+                    }
+                }
+            }
+            Err(e) => return Err(self.auth_failure(mechanism, e)),
+        }
+        Ok(())
+    }
+
+    fn auth_failure(
+        &self,
+        mechanism: crate::security::SaslMechanism,
+        e: crate::sasl::AuthError,
+    ) -> io::Error {
+        let kind = match e.kind {
+            AuthErrorKind::Failed | AuthErrorKind::Unsupported => ErrorKind::Authentication,
+            AuthErrorKind::Protocol => ErrorKind::Protocol,
+        };
+        user_error(
+            kind,
+            format!(
+                "SASL {mechanism} authentication with {} failed: {}",
+                self.address(),
+                e.message
+            ),
+        )
+    }
+
+    /// When this connection's SASL session must be renewed, if the broker limited it.
+    pub fn reauth_due(&self) -> Option<Instant> {
+        match self.state {
+            ConnState::Ready if !self.reauth.pending => self.reauth.due_at,
+            _ => None,
+        }
+    }
+
+    /// The session is about to end: hold new requests, and re-authenticate as soon as the
+    /// ones in flight are answered.
+    pub fn begin_reauth(&mut self, registry: &Registry, at: At<'_>) -> io::Result<()> {
+        self.reauth.pending = true;
+        self.reauth.due_at = None;
+        if self.in_flight.is_empty() && self.auth.is_none() {
+            self.start_auth(at)?;
+            self.flush()?;
+            self.update_interest(registry)?;
         }
         Ok(())
     }
@@ -518,6 +796,23 @@ impl Conn {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.in_flight.values().map(|f| f.deadline).min()
     }
+}
+
+/// The moment a connection is driven at, and what it needs then.
+#[derive(Clone, Copy)]
+pub struct At<'a> {
+    pub now: Instant,
+    /// When a request sent now times out.
+    pub deadline: Instant,
+    pub security: &'a Security,
+}
+
+/// A number in `0.0..1.0` that differs between calls (re-authentication spreading).
+fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    f64::from(nanos % 1000) / 1000.0
 }
 
 fn not_connected() -> io::Error {

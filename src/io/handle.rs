@@ -77,6 +77,8 @@ pub(crate) enum Command {
     Leave { reply: Sender<()> },
     /// The topics the subscription matches now.
     SubscribedTopics { reply: Sender<Vec<String>> },
+    /// A token from the OAUTHBEARER token thread, or why the provider gave none.
+    Token(std::result::Result<crate::security::OAuthBearerToken, String>),
     /// Panic on the I/O thread (tests of the panic path only).
     #[cfg(any(test, feature = "testing"))]
     Panic,
@@ -152,6 +154,8 @@ pub(crate) struct IoHandle {
     thread: Option<JoinHandle<()>>,
     /// Disconnected when the thread has ended.
     done: Receiver<()>,
+    /// Dropped to stop the OAUTHBEARER token thread, if there is one.
+    _token_stop: Option<Sender<()>>,
 }
 
 impl IoHandle {
@@ -200,6 +204,10 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
     let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let poll_clock = Arc::new(PollClock::new());
+    let token_provider = match (cfg.security_protocol.uses_sasl(), cfg.sasl.mechanism) {
+        (true, Some(crate::security::SaslMechanism::OAuthBearer)) => cfg.token_provider(),
+        _ => None,
+    };
     let mut io = IoLoop::new(
         cfg,
         poll,
@@ -234,7 +242,12 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
             }
         })
         .map_err(|e| Error::io(e, "starting the I/O thread"))?;
+    let token_stop = match token_provider {
+        Some(provider) => Some(spawn_token_thread(provider, cmd_tx.clone(), Arc::clone(&waker))?),
+        None => None,
+    };
     Ok(IoHandle {
+        _token_stop: token_stop,
         commands: cmd_tx,
         events: ev_rx,
         budget,
@@ -243,4 +256,53 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         thread: Some(thread),
         done: done_rx,
     })
+}
+
+/// The first wait after a token provider failed; it doubles up to [`TOKEN_RETRY_MAX`].
+const TOKEN_RETRY_MIN: Duration = Duration::from_secs(1);
+const TOKEN_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Starts the thread that runs the user's OAUTHBEARER token provider (user code, so never
+/// on the I/O thread): a token now, then a fresh one at 80 % of each token's lifetime (the
+/// Java client's `sasl.login.refresh.window.factor`), each handed to the I/O thread. A
+/// failure is reported and retried with a growing backoff. The thread ends when the
+/// returned sender is dropped (it is not joined: a provider may block).
+fn spawn_token_thread(
+    provider: Arc<dyn crate::security::OAuthBearerTokenProvider>,
+    commands: Sender<Command>,
+    waker: Arc<Waker>,
+) -> Result<Sender<()>> {
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    std::thread::Builder::new()
+        .name("kafka-consumer-token".into())
+        .spawn(move || {
+            let mut retry = TOKEN_RETRY_MIN;
+            loop {
+                let result = panic::catch_unwind(AssertUnwindSafe(|| provider.token()));
+                let (message, wait) = match result {
+                    Ok(Ok(token)) => {
+                        retry = TOKEN_RETRY_MIN;
+                        let left = token
+                            .expires_at
+                            .duration_since(std::time::SystemTime::now())
+                            .unwrap_or_default();
+                        (Ok(token), left.mul_f64(0.8).max(TOKEN_RETRY_MIN))
+                    }
+                    Ok(Err(e)) => (Err(e.to_string()), retry),
+                    Err(_) => (Err("the provider panicked".to_owned()), retry),
+                };
+                if message.is_err() {
+                    retry = (retry * 2).min(TOKEN_RETRY_MAX);
+                }
+                if commands.send(Command::Token(message)).is_err() || waker.wake().is_err() {
+                    return;
+                }
+                match stop_rx.recv_timeout(wait) {
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    _ => return,
+                }
+            }
+        })
+        .map_err(|e| Error::io(e, "starting the OAUTHBEARER token thread"))?;
+    Ok(stop_tx)
 }

@@ -29,6 +29,9 @@ mod conn;
 mod handle;
 mod net;
 mod resolve;
+mod secure;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::collections::HashMap;
 use std::io;
@@ -169,6 +172,8 @@ struct IoLoop {
     bootstrap: Vec<(String, u16)>,
     cfg: ConsumerConfig,
     poll_clock: Arc<PollClock>,
+    /// The last connection error reported to the user (see `report_security_error`).
+    last_security_error: Option<String>,
 }
 
 /// A seed for the jitter sources: the clock's nanoseconds.
@@ -265,6 +270,7 @@ impl IoLoop {
             subscription: None,
             leaving: Vec::new(),
         });
+        let security = self::secure::Security::new(&cfg)?;
         let net = Net::new(
             poll,
             waker,
@@ -273,6 +279,7 @@ impl IoLoop {
             &cfg.client_id,
             cfg.request_timeout,
             cfg.connection_setup_timeout,
+            security,
         );
         Ok(IoLoop {
             net,
@@ -291,6 +298,7 @@ impl IoLoop {
             bootstrap,
             cfg,
             poll_clock,
+            last_security_error: None,
         })
     }
 
@@ -336,7 +344,10 @@ impl IoLoop {
     fn apply(&mut self, happened: &mut Vec<NetEvent>, now: Instant) {
         for e in happened.drain(..) {
             match e {
-                NetEvent::Ready(route, versions) => self.links.on_ready(route, versions),
+                NetEvent::Ready(route, versions) => {
+                    self.last_security_error = None;
+                    self.links.on_ready(route, versions)
+                }
                 NetEvent::Response(route, f, body) => self.route_response(route, f, body, now),
                 NetEvent::Closed {
                     route,
@@ -345,6 +356,7 @@ impl IoLoop {
                     failed,
                     busy,
                     established,
+                    error,
                 } => {
                     if busy {
                         log::warn!("{route} closed: {why}");
@@ -352,6 +364,9 @@ impl IoLoop {
                         log::debug!("{route} closed while idle: {why}");
                     }
                     self.links.on_closed(route, &why, now, &mut self.jitter);
+                    if let Some(e) = error {
+                        self.report_security_error(e);
+                    }
                     if !established {
                         self.link_failed(route, &why, now);
                     }
@@ -383,6 +398,20 @@ impl IoLoop {
                 resume,
             } => self.fetcher.seek(&tp, epoch, to, resume),
             Command::Pause(tps) => self.fetcher.pause(&tps),
+            Command::Token(Ok(token)) => {
+                log::debug!(
+                    "new OAUTHBEARER token for {} (expires {:?})",
+                    token.principal,
+                    token.expires_at
+                );
+                let mut happened = Vec::new();
+                self.net.set_token(token, now, &mut happened);
+                self.apply(&mut happened, now);
+            }
+            Command::Token(Err(why)) => self.report_security_error(Error::new(
+                crate::error::ErrorKind::Authentication,
+                format!("the OAUTHBEARER token provider failed: {why}"),
+            )),
             Command::Lookup {
                 id,
                 query,
@@ -667,6 +696,19 @@ impl IoLoop {
             (Lane::Fetch, _) => self.fetcher.replica_unreachable(node),
             _ => {}
         }
+    }
+
+    /// A connection failed for a reason the user must act on (a refused login, an untrusted
+    /// certificate): reported from `poll`, once until it changes or a link gets ready again,
+    /// so a reconnecting consumer does not repeat it on every attempt.
+    fn report_security_error(&mut self, e: Error) {
+        let text = e.to_string();
+        if self.last_security_error.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        log::error!("{text}");
+        self.last_security_error = Some(text);
+        let _ = self.ev_tx.send(Event::Error(e, None));
     }
 
     fn forward_events(&mut self, now: Instant) {

@@ -16,10 +16,13 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token, Waker};
 
-use super::conn::{Conn, ConnState, InFlight, Outcome};
+use super::conn::{At, Conn, ConnState, InFlight, Outcome};
 use super::resolve::Resolver;
+use super::secure::{as_user_error, Security};
 use crate::buffer::{FrameBuf, Pool};
+use crate::error::{Error, ErrorKind};
 use crate::link::{Failure, Route, Tag, Transmit, Versions};
+use crate::security::OAuthBearerToken;
 
 /// Something that happened on the sockets.
 pub(crate) enum NetEvent {
@@ -37,6 +40,9 @@ pub(crate) enum NetEvent {
         failed: Vec<Tag>,
         busy: bool,
         established: bool,
+        /// Why the connection failed, when the user must hear it (a refused login, a
+        /// certificate not trusted): reported from `poll`.
+        error: Option<Error>,
     },
 }
 
@@ -54,6 +60,7 @@ pub(crate) struct Net {
     request_timeout: Duration,
     setup_timeout: Duration,
     waker_token: Token,
+    security: Security,
 }
 
 impl Net {
@@ -66,6 +73,7 @@ impl Net {
         client_id: &str,
         request_timeout: Duration,
         setup_timeout: Duration,
+        security: Security,
     ) -> Net {
         Net {
             poll,
@@ -79,7 +87,36 @@ impl Net {
             request_timeout,
             setup_timeout,
             waker_token,
+            security,
         }
+    }
+
+    /// A new OAUTHBEARER token: connections waiting for one log in now; later logins and
+    /// re-authentications use it.
+    pub fn set_token(&mut self, token: OAuthBearerToken, now: Instant, out: &mut Vec<NetEvent>) {
+        self.security.set_token(token);
+        let at = At {
+            now,
+            deadline: now + self.request_timeout,
+            security: &self.security,
+        };
+        let registry = self.poll.registry();
+        let mut broken = Vec::new();
+        for (route, c) in self.conns.iter_mut() {
+            if let Err(e) = c.token_arrived(registry, at) {
+                broken.push((*route, e));
+            }
+        }
+        for (route, e) in broken {
+            self.close_for(route, e, out);
+        }
+    }
+
+    /// Closes `route` after error `e`, reporting it to the user if it is one they must see.
+    fn close_for(&mut self, route: Route, e: std::io::Error, out: &mut Vec<NetEvent>) {
+        let why = e.to_string();
+        let error = as_user_error(&e);
+        self.close_with(route, &why, Failure::Disconnected(why.clone()), error, out);
     }
 
     /// Waits for readiness (or the waker) until `timeout`.
@@ -112,12 +149,16 @@ impl Net {
         now: Instant,
         out: &mut Vec<NetEvent>,
     ) {
-        let deadline = now + self.request_timeout;
+        let at = At {
+            now,
+            deadline: now + self.request_timeout,
+            security: &self.security,
+        };
         let registry = self.poll.registry();
         let Some(conn) = self.conns.get_mut(&route) else {
             return;
         };
-        let (outcomes, result) = conn.ready(registry, readable, writable, deadline);
+        let (outcomes, result) = conn.ready(registry, readable, writable, at);
         // Answers that arrived before an error are handed on before the close.
         for o in outcomes {
             out.push(match o {
@@ -132,8 +173,7 @@ impl Net {
                 self.close(route, &why, Failure::Disconnected(why.clone()), out);
             }
         } else {
-            let why = e.to_string();
-            self.close(route, &why, Failure::Disconnected(why.clone()), out);
+            self.close_for(route, e, out);
         }
     }
 
@@ -222,6 +262,17 @@ impl Net {
 
     /// Closes `route`'s connection; its requests in flight fail with `failure`.
     pub fn close(&mut self, route: Route, why: &str, failure: Failure, out: &mut Vec<NetEvent>) {
+        self.close_with(route, why, failure, None, out)
+    }
+
+    fn close_with(
+        &mut self,
+        route: Route,
+        why: &str,
+        failure: Failure,
+        error: Option<Error>,
+        out: &mut Vec<NetEvent>,
+    ) {
         let Some(mut conn) = self.conns.remove(&route) else {
             return;
         };
@@ -241,6 +292,7 @@ impl Net {
             failed,
             busy,
             established,
+            error,
         });
     }
 
@@ -248,6 +300,7 @@ impl Net {
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<NetEvent>) {
         let mut setup = Vec::new();
         let mut requests = Vec::new();
+        let mut reauth = Vec::new();
         for (route, c) in &self.conns {
             if c.setup_deadline(self.setup_timeout)
                 .is_some_and(|d| now >= d)
@@ -255,7 +308,25 @@ impl Net {
                 setup.push(*route);
             } else if c.next_deadline().is_some_and(|d| now >= d) {
                 requests.push(*route);
+            } else if c.reauth_due().is_some_and(|d| now >= d) {
+                reauth.push(*route);
             }
+        }
+        let at = At {
+            now,
+            deadline: now + self.request_timeout,
+            security: &self.security,
+        };
+        let mut broken = Vec::new();
+        for route in reauth {
+            if let Some(c) = self.conns.get_mut(&route) {
+                if let Err(e) = c.begin_reauth(self.poll.registry(), at) {
+                    broken.push((route, e));
+                }
+            }
+        }
+        for (route, e) in broken {
+            self.close_for(route, e, out);
         }
         for route in setup {
             let registry = self.poll.registry();
@@ -267,9 +338,28 @@ impl Net {
                     "resolving {} took longer than socket.connection.setup.timeout.ms",
                     conn.host
                 )),
-                _ => conn
+                ConnState::Connecting => conn
                     .next_address(registry, now, "connect timed out")
                     .map_err(|e| e.to_string()),
+                _ => {
+                    let step = conn.setup_step();
+                    let why = format!(
+                        "{step} with {} did not finish within socket.connection.setup.timeout.ms",
+                        conn.address()
+                    );
+                    let error = match step {
+                        "the TLS handshake" => Some(Error::new(
+                            ErrorKind::Tls,
+                            format!("{why}: is it a TLS listener?"),
+                        )),
+                        "SASL authentication" => {
+                            Some(Error::new(ErrorKind::Authentication, why.clone()))
+                        }
+                        _ => None,
+                    };
+                    self.close_with(route, &why, Failure::Disconnected(why.clone()), error, out);
+                    continue;
+                }
             };
             if let Err(why) = result {
                 self.close(route, &why, Failure::Disconnected(why.clone()), out);
@@ -285,11 +375,14 @@ impl Net {
         self.conns
             .values()
             .filter_map(|c| {
-                let setup = c.setup_deadline(self.setup_timeout);
-                match (setup, c.next_deadline()) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
+                [
+                    c.setup_deadline(self.setup_timeout),
+                    c.next_deadline(),
+                    c.reauth_due(),
+                ]
+                .into_iter()
+                .flatten()
+                .min()
             })
             .min()
     }

@@ -86,10 +86,13 @@ error_codes! {
     TOPIC_AUTHORIZATION_FAILED = 29, false, "Not authorized to access the topic.";
     GROUP_AUTHORIZATION_FAILED = 30, false, "Not authorized to access the group.";
     CLUSTER_AUTHORIZATION_FAILED = 31, false, "Not authorized for the cluster.";
+    UNSUPPORTED_SASL_MECHANISM = 33, false, "The broker does not enable the requested SASL mechanism.";
+    ILLEGAL_SASL_STATE = 34, false, "The SASL request is not valid in the connection's authentication state.";
     UNSUPPORTED_VERSION = 35, false, "The broker does not support this version of the API.";
     INVALID_REQUEST = 42, false, "The broker rejected the request as malformed.";
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43, false, "The message format does not support this request.";
     KAFKA_STORAGE_ERROR = 56, true, "The broker hit a storage error.";
+    SASL_AUTHENTICATION_FAILED = 58, false, "SASL authentication failed (the broker's message says why).";
     GROUP_ID_NOT_FOUND = 69, false, "The group does not exist.";
     FETCH_SESSION_ID_NOT_FOUND = 70, true, "The fetch session id is not known to the broker.";
     INVALID_FETCH_SESSION_EPOCH = 71, true, "The fetch session epoch is not the expected one.";

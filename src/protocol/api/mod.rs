@@ -18,6 +18,8 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 
 /// A request type of one Kafka API.
