@@ -322,9 +322,8 @@ impl ConsumerConfig {
         let inline = || Pem::Inline(Secret::new(value));
         match key {
             "security.protocol" => {
-                self.security_protocol = SecurityProtocol::parse(v).ok_or_else(|| {
-                    bad(key, v, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
-                })?
+                self.security_protocol = SecurityProtocol::parse(v)
+                    .ok_or_else(|| bad(key, v, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"))?
             }
             "sasl.mechanism" | "sasl.mechanisms" => {
                 self.sasl.mechanism = Some(parse_mechanism(key, v)?);
@@ -397,11 +396,12 @@ impl ConsumerConfig {
     /// password; the OAUTHBEARER one, with `unsecuredLoginStringClaim_sub`, the unsecured
     /// token provider for tests and local brokers.
     fn set_jaas(&mut self, value: &str) -> Result<()> {
-        let jaas = parse_jaas(value)
-            .map_err(|e| Error::config(format!("`sasl.jaas.config`: {e}")))?;
+        let jaas =
+            parse_jaas(value).map_err(|e| Error::config(format!("`sasl.jaas.config`: {e}")))?;
         match jaas.simple_name() {
             "PlainLoginModule" | "ScramLoginModule" => {
-                let (Some(user), Some(password)) = (jaas.option("username"), jaas.option("password"))
+                let (Some(user), Some(password)) =
+                    (jaas.option("username"), jaas.option("password"))
                 else {
                     return Err(Error::config(format!(
                         "`sasl.jaas.config`: {} needs username=\"...\" and password=\"...\"",
@@ -916,8 +916,10 @@ impl ConsumerConfig {
         };
         match mechanism {
             SaslMechanism::Plain | SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
-                if matches!(mechanism, SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512)
-                    && !cfg!(feature = "scram")
+                if matches!(
+                    mechanism,
+                    SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512
+                ) && !cfg!(feature = "scram")
                 {
                     return Err(Error::unsupported(format!(
                         "sasl.mechanism={mechanism} needs the `scram` cargo feature of kafka-consumer"
@@ -927,7 +929,11 @@ impl ConsumerConfig {
                     return Err(Error::config(format!(
                         "sasl.mechanism={mechanism} does not go with OAuthBearerLoginModule in \
                          sasl.jaas.config: use {}",
-                        if mechanism == SaslMechanism::Plain { "PlainLoginModule" } else { "ScramLoginModule" }
+                        if mechanism == SaslMechanism::Plain {
+                            "PlainLoginModule"
+                        } else {
+                            "ScramLoginModule"
+                        }
                     )));
                 }
                 if self.sasl.username.as_deref().unwrap_or("").is_empty()
@@ -1468,5 +1474,166 @@ mod tests {
         c.heartbeat_interval = Duration::from_secs(60);
         c.assignment_strategy.clear();
         assert!(c.validate().is_ok());
+    }
+
+    fn props(list: &[(&str, &str)]) -> Result<ConsumerConfig> {
+        let mut all = vec![("bootstrap.servers", "h:1")];
+        all.extend_from_slice(list);
+        ConsumerConfig::from_properties(all)
+    }
+
+    #[test]
+    fn java_security_properties_are_accepted_and_secrets_stay_out_of_debug() {
+        let c = props(&[
+            ("security.protocol", "sasl_ssl"),
+            ("sasl.mechanism", "PLAIN"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cr3t-pw";"#,
+            ),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", "/etc/kafka/ca.pem"),
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----\nk3y-m4t3r14l\n-----END PRIVATE KEY-----"),
+            ("ssl.keystore.certificate.chain", "-----BEGIN CERTIFICATE-----"),
+            ("ssl.endpoint.identification.algorithm", ""),
+            ("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"),
+        ])
+        .unwrap();
+        assert_eq!(c.security_protocol, SecurityProtocol::SaslSsl);
+        assert_eq!(c.sasl.mechanism, Some(SaslMechanism::Plain));
+        assert_eq!(c.sasl.username.as_deref(), Some("alice"));
+        assert_eq!(
+            c.sasl.password.as_ref().map(Secret::expose),
+            Some("s3cr3t-pw")
+        );
+        assert_eq!(c.tls.ca, Some(Pem::File("/etc/kafka/ca.pem".into())));
+        assert!(!c.tls.verify_hostname);
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("s3cr3t-pw") && !debug.contains("k3y-m4t3r14l"),
+            "{debug}"
+        );
+        assert!(debug.contains("[redacted]"));
+    }
+
+    #[test]
+    fn librdkafka_security_properties_are_accepted() {
+        let c = props(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanisms", "scram-sha-256"),
+            ("sasl.username", "bob"),
+            ("sasl.password", "pw"),
+            ("ssl.ca.location", "probe"),
+            ("ssl.certificate.location", "/c.pem"),
+            ("ssl.key.location", "/k.pem"),
+            ("enable.ssl.certificate.verification", "false"),
+        ])
+        .unwrap();
+        assert_eq!(c.sasl.mechanism, Some(SaslMechanism::ScramSha256));
+        assert_eq!(c.sasl.username.as_deref(), Some("bob"));
+        assert_eq!(c.tls.ca, None, "probe: the system's roots");
+        assert_eq!(c.tls.certificate_chain, Some(Pem::File("/c.pem".into())));
+        assert_eq!(c.tls.private_key, Some(Pem::File("/k.pem".into())));
+        assert!(!c.tls.verify_certificate);
+        let c = props(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+            (
+                "sasl.oauthbearer.config",
+                "principal=alice lifeSeconds=60 scope=a,b",
+            ),
+        ])
+        .unwrap();
+        assert!(c.token_provider().is_some());
+        c.validate_security().unwrap();
+    }
+
+    #[test]
+    fn bad_security_settings_are_refused_with_the_reason() {
+        for (list, says) in [
+            (vec![("security.protocol", "TLS")], "SASL_SSL"),
+            (vec![("sasl.mechanism", "GSSAPI")], "Kerberos"),
+            (vec![("sasl.mechanism", "SCRAM-SHA-1")], "SCRAM-SHA-512"),
+            (
+                vec![(
+                    "sasl.jaas.config",
+                    "PlainLoginModule required username=\"a\";",
+                )],
+                "password",
+            ),
+            (
+                vec![(
+                    "sasl.jaas.config",
+                    "software.amazon.msk.auth.iam.IAMLoginModule required;",
+                )],
+                "sasl_oauthbearer",
+            ),
+            (
+                vec![("ssl.endpoint.identification.algorithm", "http")],
+                "https",
+            ),
+            (vec![("ssl.enabled.protocols", "TLSv1.1")], "TLSv1.2"),
+            (vec![("ssl.truststore.password", "changeit")], "PEM"),
+            (
+                vec![("sasl.oauthbearer.config", "lifeSeconds=10")],
+                "principal",
+            ),
+        ] {
+            let e = props(&list)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(says), "{list:?}: `{e}`");
+        }
+        for (c, says) in [
+            (
+                ConsumerConfig::new("h:1").security_protocol(SecurityProtocol::SaslPlaintext),
+                "sasl.mechanism",
+            ),
+            (
+                props(&[
+                    ("security.protocol", "SASL_PLAINTEXT"),
+                    ("sasl.mechanism", "PLAIN"),
+                ])
+                .unwrap(),
+                "user name and password",
+            ),
+            (
+                props(&[
+                    ("security.protocol", "SASL_PLAINTEXT"),
+                    ("sasl.mechanism", "OAUTHBEARER"),
+                ])
+                .unwrap(),
+                "token provider",
+            ),
+        ] {
+            let e = c.validate().expect_err(says);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn tls_and_scram_need_their_cargo_features() {
+        let tls = ConsumerConfig::new("h:1").security_protocol(SecurityProtocol::Ssl);
+        match tls.validate() {
+            Ok(()) => assert!(cfg!(feature = "tls")),
+            Err(e) => {
+                assert!(!cfg!(feature = "tls"));
+                assert_eq!(e.kind(), ErrorKind::Unsupported);
+                assert!(e.to_string().contains("tls-graviola"), "{e}");
+            }
+        }
+        let scram = ConsumerConfig::new("h:1")
+            .security_protocol(SecurityProtocol::SaslPlaintext)
+            .sasl_credentials(SaslMechanism::ScramSha512, "u", "p");
+        match scram.validate() {
+            Ok(()) => assert!(cfg!(feature = "scram")),
+            Err(e) => {
+                assert!(!cfg!(feature = "scram"));
+                assert!(e.to_string().contains("`scram` cargo feature"), "{e}");
+            }
+        }
     }
 }

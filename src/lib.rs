@@ -71,11 +71,11 @@ pub use consumer::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{GroupMetadata, RebalanceListener};
+pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
 pub use security::{
     OAuthBearerToken, OAuthBearerTokenProvider, SaslMechanism, Secret, SecurityProtocol,
     UnsecuredJwsProvider,
 };
-pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
 pub use types::TopicPartition;
 
 /// The README's example compiles.

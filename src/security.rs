@@ -258,7 +258,9 @@ impl fmt::Debug for OAuthBearerToken {
 /// and the call is retried with a growing backoff.
 pub trait OAuthBearerTokenProvider: Send + Sync + 'static {
     /// A fresh token.
-    fn token(&self) -> std::result::Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>>;
+    fn token(
+        &self,
+    ) -> std::result::Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// A provider of unsecured JWS tokens (`{"alg":"none"}`, no signature), which only a broker
@@ -325,7 +327,9 @@ impl UnsecuredJwsProvider {
 }
 
 impl OAuthBearerTokenProvider for UnsecuredJwsProvider {
-    fn token(&self) -> std::result::Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
+    fn token(
+        &self,
+    ) -> std::result::Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
         Ok(self.token_at(SystemTime::now()))
     }
 }
@@ -484,7 +488,10 @@ mod tests {
             ("PlainLoginModule", "control flag"),
             ("PlainLoginModule must;", "control flag"),
             (r#"PlainLoginModule required username="a""#, "end with `;`"),
-            (r#"PlainLoginModule required password="secret"#, "closing quote"),
+            (
+                r#"PlainLoginModule required password="secret"#,
+                "closing quote",
+            ),
             (r#"PlainLoginModule required password "x";"#, "`=`"),
             (r#"A required; B required;"#, "only one"),
         ] {

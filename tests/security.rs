@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
 use kafka_consumer::{
-    Consumer, ConsumerConfig, ErrorKind, OAuthBearerToken, OAuthBearerTokenProvider,
-    OffsetReset, SaslMechanism, SecurityProtocol, UnsecuredJwsProvider,
+    Consumer, ConsumerConfig, ErrorKind, OAuthBearerToken, OAuthBearerTokenProvider, OffsetReset,
+    SaslMechanism, SecurityProtocol, UnsecuredJwsProvider,
 };
 
 /// Listener ports, as offsets from the PLAINTEXT port (see scripts/broker.sh).
@@ -37,7 +37,11 @@ fn cert(name: &str) -> String {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/kafka/certs")
         .join(name);
-    assert!(p.exists(), "{} is missing: scripts/broker.sh makes it", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: scripts/broker.sh makes it",
+        p.display()
+    );
     p.display().to_string()
 }
 
@@ -100,7 +104,10 @@ fn read_all(consumer: &mut Consumer, topic: &str, partitions: i32, count: u64, l
             let i = seq(&r);
             let e = expected(i, partitions, 0);
             assert_eq!(r.partition(), e.partition);
-            assert_eq!(r.key().map(|k| String::from_utf8_lossy(k).into_owned()), e.key);
+            assert_eq!(
+                r.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                e.key
+            );
             assert_eq!(
                 r.value().map(|v| String::from_utf8_lossy(v).into_owned()),
                 e.value
@@ -152,7 +159,10 @@ fn fails_with(config: ConsumerConfig, kind: ErrorKind, says: &[&str]) -> kafka_c
     // Reconnects back off: once the backoff reaches its maximum the I/O thread is idle.
     std::thread::sleep(Duration::from_secs(2));
     let busy = io.busy_fraction_over(Duration::from_secs(2));
-    assert!(busy < 0.05, "the I/O thread is busy ({busy:.3}) after {text}");
+    assert!(
+        busy < 0.05,
+        "the I/O thread is busy ({busy:.3}) after {text}"
+    );
     c.close().expect("close");
     e
 }
@@ -231,9 +241,7 @@ struct CountingProvider {
 }
 
 impl OAuthBearerTokenProvider for CountingProvider {
-    fn token(
-        &self,
-    ) -> Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
+    fn token(&self) -> Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.token()
     }
@@ -263,7 +271,10 @@ fn consumes_over_sasl_ssl_with_oauthbearer_and_refreshes_the_token() {
     Produce::new(&more, 1, 50).run();
     read_all(&mut c, &more, 1, 50, Duration::from_secs(30));
     let n = calls.load(Ordering::SeqCst);
-    assert!(n >= 3, "the token provider was called {n} times in ~12 s of 4 s tokens");
+    assert!(
+        n >= 3,
+        "the token provider was called {n} times in ~12 s of 4 s tokens"
+    );
     c.close().expect("close");
 }
 
@@ -293,12 +304,16 @@ fn a_read_across_several_reauthentications_delivers_every_record_once() {
             ("security.protocol", "SASL_SSL"),
             ("ssl.truststore.location", &cert("ca.pem")),
             ("sasl.mechanism", "SCRAM-SHA-256"),
-            ("sasl.jaas.config", &jaas("scram.ScramLoginModule", "alice", "alice-secret")),
+            (
+                "sasl.jaas.config",
+                &jaas("scram.ScramLoginModule", "alice", "alice-secret"),
+            ),
             ("fetch.max.wait.ms", "100"),
         ],
     );
     let (mut c, io) = IoThread::of(c);
-    c.assign(&all_partitions(&topic, partitions)).expect("assign");
+    c.assign(&all_partitions(&topic, partitions))
+        .expect("assign");
     let mut seen = BTreeSet::new();
     let start = Instant::now();
     let mut produced = 100;
@@ -315,7 +330,11 @@ fn a_read_across_several_reauthentications_delivers_every_record_once() {
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while (seen.len() as u64) < produced {
-        assert!(Instant::now() < deadline, "{} of {produced} records", seen.len());
+        assert!(
+            Instant::now() < deadline,
+            "{} of {produced} records",
+            seen.len()
+        );
         for r in &c.poll(Duration::from_millis(200)).expect("poll") {
             assert!(seen.insert(seq(&r)), "record {} twice", seq(&r));
         }
@@ -335,7 +354,10 @@ fn a_wrong_password_is_one_authentication_error_naming_the_broker_and_mechanism(
         &[
             ("security.protocol", "SASL_PLAINTEXT"),
             ("sasl.mechanism", "SCRAM-SHA-512"),
-            ("sasl.jaas.config", &jaas("scram.ScramLoginModule", "alice", "not-the-password")),
+            (
+                "sasl.jaas.config",
+                &jaas("scram.ScramLoginModule", "alice", "not-the-password"),
+            ),
         ],
     );
     let e = fails_with(
@@ -357,7 +379,11 @@ fn an_unknown_user_with_plain_is_an_authentication_error() {
             ("sasl.password", "whatever"),
         ],
     );
-    fails_with(c, ErrorKind::Authentication, &["PLAIN", &listener(SASL_PLAINTEXT)]);
+    fails_with(
+        c,
+        ErrorKind::Authentication,
+        &["PLAIN", &listener(SASL_PLAINTEXT)],
+    );
 }
 
 #[test]
@@ -429,16 +455,18 @@ fn a_mechanism_the_listener_does_not_enable_lists_what_it_offers() {
     let c = config(SASL_PLAINTEXT, &[])
         .security_protocol(SecurityProtocol::SaslPlaintext)
         .sasl_oauthbearer(UnsecuredJwsProvider::new("alice"));
-    fails_with(c, ErrorKind::Authentication, &["OAUTHBEARER", "PLAIN", "SCRAM-SHA-512"]);
+    fails_with(
+        c,
+        ErrorKind::Authentication,
+        &["OAUTHBEARER", "PLAIN", "SCRAM-SHA-512"],
+    );
 }
 
 #[test]
 fn a_token_provider_that_fails_is_reported_from_poll() {
     struct Broken;
     impl OAuthBearerTokenProvider for Broken {
-        fn token(
-            &self,
-        ) -> Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
+        fn token(&self) -> Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
             Err("the identity provider is down".into())
         }
     }
@@ -457,9 +485,7 @@ fn a_token_provider_that_fails_is_reported_from_poll() {
 fn an_expired_token_is_refused_by_the_broker() {
     struct Expired;
     impl OAuthBearerTokenProvider for Expired {
-        fn token(
-            &self,
-        ) -> Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
+        fn token(&self) -> Result<OAuthBearerToken, Box<dyn std::error::Error + Send + Sync>> {
             // {"alg":"none"} . {"sub":"alice","iat":1000,"exp":1060} . (no signature):
             // a token that expired in 1970, which the client believes is fresh.
             Ok(OAuthBearerToken {
@@ -485,7 +511,9 @@ fn unsupported_key_stores_and_encrypted_keys_are_refused_when_the_consumer_is_bu
     let mut props = ssl_props();
     props.push(("ssl.keystore.type", "PKCS12".into()));
     props.push(("ssl.keystore.location", cert("client.p12")));
-    let e = Consumer::new(config(MTLS, &with(&props))).err().expect("refused");
+    let Err(e) = Consumer::new(config(MTLS, &with(&props))) else {
+        panic!("a PKCS12 key store was accepted")
+    };
     assert_eq!(e.kind(), ErrorKind::Config, "{e}");
     assert!(e.to_string().contains("PEM"), "{e}");
 
@@ -498,7 +526,143 @@ fn unsupported_key_stores_and_encrypted_keys_are_refused_when_the_consumer_is_bu
             ("ssl.key.location", &cert("client-encrypted.key")),
         ],
     );
-    let e = Consumer::new(c).err().expect("refused");
+    let Err(e) = Consumer::new(c) else {
+        panic!("an encrypted key was accepted")
+    };
     assert_eq!(e.kind(), ErrorKind::Config, "{e}");
     assert!(e.to_string().contains("openssl pkcs8"), "{e}");
+}
+
+// ----- groups ----------------------------------------------------------------------------
+
+/// The same properties work for the Java client and ours.
+fn sasl_ssl_props() -> Vec<(String, String)> {
+    vec![
+        ("security.protocol".into(), "SASL_SSL".into()),
+        ("sasl.mechanism".into(), "SCRAM-SHA-512".into()),
+        (
+            "sasl.jaas.config".into(),
+            jaas("scram.ScramLoginModule", "alice", "alice-secret"),
+        ),
+        ("ssl.truststore.type".into(), "PEM".into()),
+        ("ssl.truststore.location".into(), cert("ca.pem")),
+    ]
+}
+
+#[test]
+fn a_group_of_ours_and_a_java_consumer_shares_partitions_over_sasl_ssl_with_both_protocols() {
+    use common::java_member::*;
+    for protocol in ["classic", "consumer"] {
+        const N: i32 = 6;
+        const COUNT: u64 = 120;
+        let topic = unique_topic(&format!("sec-group-{protocol}"));
+        let group = unique_topic(&format!("g-sec-{protocol}"));
+        Produce::new(&topic, N, COUNT).run();
+        let mut opts = JavaMemberOptions::new(&group, &[&topic]);
+        opts.bootstrap = Some(listener(SASL_SSL));
+        opts.protocol = protocol.into();
+        opts.props = sasl_ssl_props();
+        let mut java = JavaMember::start(&opts);
+        java.wait_records(1, Duration::from_secs(60));
+        let mut ours = JavaMember::start_ours(&opts);
+        let both = [&java, &ours];
+        wait_split(
+            &both,
+            &topic,
+            N,
+            true,
+            "Java and ours share the topic",
+            Duration::from_secs(60),
+        );
+        wait_consumed(&both, &topic, N, COUNT, Duration::from_secs(60));
+        assert_all_consumed(&both, &topic, N, COUNT, true);
+        ours.close();
+        java.close();
+    }
+}
+
+// ----- authorization ---------------------------------------------------------------------
+
+/// bob: a SCRAM user without ACLs but those a test grants.
+fn bob(extra: &[(&str, &str)]) -> Consumer {
+    let jaas = jaas("scram.ScramLoginModule", "bob", "bob-secret");
+    let mut props = vec![
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "SCRAM-SHA-256"),
+        ("sasl.jaas.config", jaas.as_str()),
+    ];
+    props.extend_from_slice(extra);
+    Consumer::new(config(SASL_PLAINTEXT, &props)).expect("consumer starts")
+}
+
+fn grant(resource: &str, name: &str, operation: &str) {
+    let out = admin(
+        "acl-add",
+        &[
+            ("--principal", "User:bob"),
+            ("--resource", resource),
+            ("--name", name),
+            ("--operation", operation),
+        ],
+    );
+    assert!(out.contains("acl added"), "{out}");
+}
+
+#[test]
+fn without_read_on_a_topic_poll_names_it_and_the_readable_topic_keeps_flowing() {
+    let readable = topic_with("sec-acl-ok", 1, 50);
+    let denied = topic_with("sec-acl-denied", 1, 50);
+    grant("topic", &readable, "READ");
+    grant("topic", &denied, "DESCRIBE");
+    let mut c = bob(&[]);
+    c.assign(&[
+        kafka_consumer::TopicPartition::new(readable.as_str(), 0),
+        kafka_consumer::TopicPartition::new(denied.as_str(), 0),
+    ])
+    .expect("assign");
+    let mut got = 0;
+    let mut refused = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got < 50 || refused.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "{got} records, error: {refused:?}"
+        );
+        match c.poll(Duration::from_millis(200)) {
+            Ok(records) => {
+                for r in &records {
+                    assert_eq!(r.topic(), readable);
+                    got += 1;
+                }
+            }
+            Err(e) => refused = Some(e),
+        }
+    }
+    let e = refused.expect("an error");
+    assert_eq!(e.kafka_code(), Some(29), "TOPIC_AUTHORIZATION_FAILED: {e}");
+    assert!(e.to_string().contains(&denied), "{e}");
+    c.close().expect("close");
+}
+
+#[test]
+fn without_describe_on_a_topic_its_metadata_is_refused_by_name() {
+    let hidden = topic_with("sec-acl-hidden", 1, 1);
+    let mut c = bob(&[]);
+    let e = c.partitions_for(&hidden).expect_err("no DESCRIBE");
+    assert_eq!(e.kafka_code(), Some(29), "{e}");
+    assert!(e.to_string().contains(&hidden), "{e}");
+    c.close().expect("close");
+}
+
+#[test]
+fn without_read_on_the_group_subscribing_fails_naming_the_group() {
+    let topic = topic_with("sec-acl-group", 1, 10);
+    grant("topic", &topic, "READ");
+    let group = unique_topic("g-sec-acl");
+    let mut c = bob(&[("group.id", group.as_str())]);
+    c.subscribe(&[topic.as_str()]).expect("subscribe");
+    let (e, _) = first_error(&mut c, Duration::from_secs(30));
+    assert_eq!(e.kafka_code(), Some(30), "GROUP_AUTHORIZATION_FAILED: {e}");
+    assert!(e.to_string().contains(&group), "{e}");
+    c.close().expect("close");
 }

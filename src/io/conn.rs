@@ -35,12 +35,12 @@ use mio::{Interest, Registry, Token};
 use super::secure::{as_user_error, reauth_after, user_error, Reauth, Security, Transport};
 use crate::buffer::{FrameBuf, Pool};
 use crate::error::ErrorKind;
-use crate::sasl::{AuthErrorKind, Authenticator, Step};
 use crate::link::{Route, Tag, Transmit, Versions};
 use crate::protocol::api::api_versions::{self, ApiVersionsRequest};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::{self, decode_response, encode_request_frame};
+use crate::sasl::{AuthErrorKind, Authenticator, Step};
 use crate::types::CorrelationId;
 
 /// Where a connection is in its life.
@@ -240,7 +240,12 @@ impl Conn {
         match self.state {
             ConnState::Resolving(_) => "resolving",
             ConnState::Connecting => "connecting",
-            ConnState::Negotiating if self.transport.as_ref().is_some_and(Transport::is_handshaking) => {
+            ConnState::Negotiating
+                if self
+                    .transport
+                    .as_ref()
+                    .is_some_and(Transport::is_handshaking) =>
+            {
                 "the TLS handshake"
             }
             ConnState::Negotiating => "ApiVersions",
@@ -383,6 +388,10 @@ impl Conn {
         }
         if readable {
             self.read_frames(out, at)?;
+            // A read can finish the TLS handshake: what waited for it can go now.
+            if !self.out.is_empty() || self.transport.as_ref().is_some_and(Transport::wants_write) {
+                self.flush()?;
+            }
         }
         self.update_interest(registry)
     }
@@ -696,9 +705,20 @@ impl Conn {
             "{}: SASL {} {}",
             self.route,
             auth.mechanism(),
-            if self.state == ConnState::Ready { "re-authentication" } else { "authentication" }
+            if self.state == ConnState::Ready {
+                "re-authentication"
+            } else {
+                "authentication"
+            }
         );
-        self.queue(req.api_key, req.version, req.flexible, &req.body, None, at.deadline);
+        self.queue(
+            req.api_key,
+            req.version,
+            req.flexible,
+            &req.body,
+            None,
+            at.deadline,
+        );
         self.auth = Some(auth);
         Ok(())
     }
@@ -724,7 +744,14 @@ impl Conn {
         let mechanism = auth.mechanism();
         match auth.handle_response(body) {
             Ok(Step::Send(req)) => {
-                self.queue(req.api_key, req.version, req.flexible, &req.body, None, at.deadline);
+                self.queue(
+                    req.api_key,
+                    req.version,
+                    req.flexible,
+                    &req.body,
+                    None,
+                    at.deadline,
+                );
             }
             Ok(Step::Done { session_lifetime }) => {
                 self.auth = None;

@@ -243,7 +243,11 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         })
         .map_err(|e| Error::io(e, "starting the I/O thread"))?;
     let token_stop = match token_provider {
-        Some(provider) => Some(spawn_token_thread(provider, cmd_tx.clone(), Arc::clone(&waker))?),
+        Some(provider) => Some(spawn_token_thread(
+            provider,
+            cmd_tx.clone(),
+            Arc::clone(&waker),
+        )?),
         None => None,
     };
     Ok(IoHandle {

@@ -43,7 +43,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use self::conn::InFlight;
 pub(crate) use self::handle::{spawn, Command, Event, IoHandle, PollClock};
-use self::net::{Net, NetEvent};
+use self::net::{Net, NetEvent, NetSettings};
 use crate::backoff::{Backoff, XorShift};
 use crate::buffer::{Budget, FrameBuf, Pool};
 use crate::cluster::Interest;
@@ -276,10 +276,12 @@ impl IoLoop {
             waker,
             WAKER,
             Pool::new(budget),
-            &cfg.client_id,
-            cfg.request_timeout,
-            cfg.connection_setup_timeout,
-            security,
+            NetSettings {
+                client_id: cfg.client_id.clone(),
+                request_timeout: cfg.request_timeout,
+                setup_timeout: cfg.connection_setup_timeout,
+                security,
+            },
         );
         Ok(IoLoop {
             net,

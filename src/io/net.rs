@@ -63,6 +63,16 @@ pub(crate) struct Net {
     security: Security,
 }
 
+/// What every connection of one consumer shares.
+pub(crate) struct NetSettings {
+    pub client_id: String,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+    /// `socket.connection.setup.timeout.ms`.
+    pub setup_timeout: Duration,
+    pub security: Security,
+}
+
 impl Net {
     /// No connections yet. `waker` is registered with `poll` under `waker_token`.
     pub fn new(
@@ -70,11 +80,14 @@ impl Net {
         waker: Arc<Waker>,
         waker_token: Token,
         pool: Pool,
-        client_id: &str,
-        request_timeout: Duration,
-        setup_timeout: Duration,
-        security: Security,
+        settings: NetSettings,
     ) -> Net {
+        let NetSettings {
+            client_id,
+            request_timeout,
+            setup_timeout,
+            security,
+        } = settings;
         Net {
             poll,
             conns: HashMap::new(),
@@ -83,7 +96,7 @@ impl Net {
             next_token: waker_token.0 + 1,
             resolver: Resolver::new(waker),
             pool,
-            client_id: client_id.to_owned(),
+            client_id,
             request_timeout,
             setup_timeout,
             waker_token,

@@ -44,10 +44,6 @@
 //! extension OAUTHBEARER cannot frame, a token for PLAIN) are refused by `start` as
 //! [`AuthErrorKind::Unsupported`], before anything is sent.
 
-// The connection's SASL step (src/io/conn.rs) is what calls the authenticator; until it
-// lands, a normal build of the library uses none of it.
-#![cfg_attr(not(any(test, feature = "fuzzing")), allow(dead_code))]
-
 pub(crate) mod base64;
 pub(crate) mod oauthbearer;
 #[cfg(feature = "scram")]
@@ -71,10 +67,7 @@ use crate::security::{OAuthBearerToken, SaslMechanism, Secret};
 #[derive(Debug, Clone)]
 pub(crate) enum Credentials {
     /// PLAIN and SCRAM: a user name and password (the password's `Debug` is redacted).
-    Password {
-        username: String,
-        password: Secret,
-    },
+    Password { username: String, password: Secret },
     /// OAUTHBEARER: a token from the token provider (its value's `Debug` is redacted).
     Token(OAuthBearerToken),
 }
@@ -125,9 +118,7 @@ pub(crate) enum Step {
     Send(SaslRequest),
     /// Authenticated; `session_lifetime`: the broker's KIP-368 limit (None when 0 =
     /// unlimited, or SaslAuthenticate v0).
-    Done {
-        session_lifetime: Option<Duration>,
-    },
+    Done { session_lifetime: Option<Duration> },
 }
 
 /// Why authentication failed.
@@ -230,10 +221,7 @@ enum State {
     /// credentials cannot be used).
     Idle(Result<(Round, Vec<u8>), AuthError>),
     /// The SaslHandshake was sent; then the first round with these auth bytes.
-    Handshaking {
-        first: Round,
-        auth_bytes: Vec<u8>,
-    },
+    Handshaking { first: Round, auth_bytes: Vec<u8> },
     /// A SaslAuthenticate round was sent.
     Authenticating(Round),
     /// Authenticated.
@@ -277,7 +265,11 @@ impl fmt::Debug for Authenticator {
 impl Authenticator {
     /// An authenticator for `mechanism` with `credentials`. `nonce`: random bytes from the
     /// I/O layer (SCRAM's client nonce is made from them: printable, no ',').
-    pub fn new(mechanism: SaslMechanism, credentials: Credentials, nonce: [u8; 24]) -> Authenticator {
+    pub fn new(
+        mechanism: SaslMechanism,
+        credentials: Credentials,
+        nonce: [u8; 24],
+    ) -> Authenticator {
         Authenticator {
             mechanism,
             state: State::Idle(first_round(mechanism, &credentials, nonce)),
@@ -326,7 +318,11 @@ impl Authenticator {
     }
 
     /// `start` from `state`.
-    fn begin(&mut self, state: State, versions: &Versions) -> Result<(State, SaslRequest), AuthError> {
+    fn begin(
+        &mut self,
+        state: State,
+        versions: &Versions,
+    ) -> Result<(State, SaslRequest), AuthError> {
         let (first, auth_bytes) = match state {
             State::Idle(prepared) => prepared?,
             State::Failed(e) => return Err(e),
@@ -338,7 +334,10 @@ impl Authenticator {
             }
         };
         if versions.pick::<SaslHandshakeRequest>().is_none() {
-            return Err(self.error(AuthErrorKind::Unsupported, unsupported::<SaslHandshakeRequest>(versions)));
+            return Err(self.error(
+                AuthErrorKind::Unsupported,
+                unsupported::<SaslHandshakeRequest>(versions),
+            ));
         }
         let Some(v) = versions.pick::<SaslAuthenticateRequest>() else {
             return Err(self.error(
@@ -390,7 +389,12 @@ impl Authenticator {
     /// Checks the SaslHandshake answer.
     fn handshake_answer(&self, body: &[u8]) -> Result<(), AuthError> {
         let resp = decode_response::<SaslHandshakeRequest>(body, SaslHandshakeRequest::MAX_VERSION)
-            .map_err(|e| self.error(AuthErrorKind::Protocol, format_args!("undecodable SaslHandshake answer: {e}")))?;
+            .map_err(|e| {
+                self.error(
+                    AuthErrorKind::Protocol,
+                    format_args!("undecodable SaslHandshake answer: {e}"),
+                )
+            })?;
         match ErrorCode::from_code(resp.error_code) {
             ErrorCode::None => Ok(()),
             ErrorCode::UNSUPPORTED_SASL_MECHANISM => {
@@ -415,7 +419,11 @@ impl Authenticator {
     }
 
     /// Handles the answer to SaslAuthenticate round `round`.
-    fn authenticate_answer(&mut self, round: Round, body: &[u8]) -> Result<(State, Step), AuthError> {
+    fn authenticate_answer(
+        &mut self,
+        round: Round,
+        body: &[u8],
+    ) -> Result<(State, Step), AuthError> {
         let resp = decode_response::<SaslAuthenticateRequest>(body, self.authenticate_version)
             .map_err(|e| {
                 self.error(
@@ -533,8 +541,12 @@ fn first_round(
     credentials: &Credentials,
     nonce: [u8; 24],
 ) -> Result<(Round, Vec<u8>), AuthError> {
-    let unsupported =
-        |detail: &str| AuthError::new(AuthErrorKind::Unsupported, format!("SASL {mechanism}: {detail}"));
+    let unsupported = |detail: &str| {
+        AuthError::new(
+            AuthErrorKind::Unsupported,
+            format!("SASL {mechanism}: {detail}"),
+        )
+    };
     match (mechanism, credentials) {
         (SaslMechanism::Plain, Credentials::Password { username, password }) => {
             // RFC 4616: message = [authzid] NUL authcid NUL passwd, none holding a NUL.

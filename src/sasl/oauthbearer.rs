@@ -76,9 +76,9 @@ pub(crate) fn client_message(token: &OAuthBearerToken) -> Result<Vec<u8>, String
 fn is_b64token(s: &str) -> bool {
     let body = s.trim_end_matches('=');
     !body.is_empty()
-        && body
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/'))
+        && body.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+        })
 }
 
 /// Longest status we keep, in characters (a real one is a short token).
@@ -196,12 +196,11 @@ fn read_string(json: &[u8], start: usize) -> (Option<String>, usize) {
 mod tests {
     use super::*;
     use crate::security::Secret;
-    use std::time::SystemTime;
 
     fn token(value: &str, extensions: &[(&str, &str)]) -> OAuthBearerToken {
         OAuthBearerToken {
             value: Secret::from(value),
-            expires_at: SystemTime::UNIX_EPOCH,
+            expires_at: std::time::UNIX_EPOCH,
             principal: "alice".into(),
             extensions: extensions
                 .iter()
@@ -217,8 +216,11 @@ mod tests {
             m,
             b"n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.\x01\x01"
         );
-        let m = client_message(&token("abc==", &[("traceId", "7 x"), ("logicalCluster", "lkc-1")]))
-            .unwrap();
+        let m = client_message(&token(
+            "abc==",
+            &[("traceId", "7 x"), ("logicalCluster", "lkc-1")],
+        ))
+        .unwrap();
         assert_eq!(
             m,
             b"n,,\x01auth=Bearer abc==\x01traceId=7 x\x01logicalCluster=lkc-1\x01\x01"
@@ -254,7 +256,10 @@ mod tests {
     fn extension_values_must_be_printable_ascii_and_not_empty() {
         for bad in ["", "a\x01b", "caf\u{e9}", "\x7f", "\0"] {
             let e = client_message(&token("t", &[("k", bad)])).unwrap_err();
-            assert!(e.contains("value of SASL extension k is invalid"), "{bad:?}: {e}");
+            assert!(
+                e.contains("value of SASL extension k is invalid"),
+                "{bad:?}: {e}"
+            );
             assert!(bad.is_empty() || !e.contains(bad), "{e}");
         }
         client_message(&token("t", &[("k", " ~!\t\r\n=")])).unwrap();
@@ -263,7 +268,10 @@ mod tests {
     #[test]
     fn the_status_is_read_from_the_brokers_json_error() {
         let s = |j: &str| error_status(j.as_bytes());
-        assert_eq!(s(r#"{"status":"invalid_token"}"#).as_deref(), Some("invalid_token"));
+        assert_eq!(
+            s(r#"{"status":"invalid_token"}"#).as_deref(),
+            Some("invalid_token")
+        );
         assert_eq!(
             s(r#" { "scope" : "a b", "status" : "insufficient_scope" } "#).as_deref(),
             Some("insufficient_scope")
@@ -281,7 +289,10 @@ mod tests {
         assert_eq!(s(r#"{"scope":"status","x":"y"}"#), None); // a value, not a key
         assert_eq!(s(r#"["status","x"]"#), None);
         assert_eq!(s(r#"{"status":401}"#), None);
-        assert_eq!(s(r#"{"status":null,"status":"second"}"#).as_deref(), Some("second"));
+        assert_eq!(
+            s(r#"{"status":null,"status":"second"}"#).as_deref(),
+            Some("second")
+        );
         assert_eq!(s(r#"{"stat\"us":"x"}"#), None);
         assert_eq!(s(r#"{"status""#), None);
         assert_eq!(s(r#"{"status":"unterminated"#), None);

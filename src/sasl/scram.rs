@@ -155,9 +155,11 @@ impl ScramClient {
         let text = std::str::from_utf8(message)
             .map_err(|_| protocol("the server-first message is not UTF-8".into()))?;
         let first = parse_server_first(text, &self.nonce).map_err(protocol)?;
-        let salted =
-            self.hash
-                .salted_password(self.password.expose().as_bytes(), &first.salt, first.iterations);
+        let salted = self.hash.salted_password(
+            self.password.expose().as_bytes(),
+            &first.salt,
+            first.iterations,
+        );
         let without_proof = format!("{CHANNEL_BINDING},r={}", first.nonce);
         let auth_message = format!("{},{text},{without_proof}", self.client_first_bare);
         let client_key = self.hash.hmac(&salted, b"Client Key");
@@ -267,14 +269,18 @@ struct ServerFirst<'a> {
 /// are ignored, as the RFC allows; a mandatory extension (`m=`) is refused, as it requires.
 fn parse_server_first<'a>(text: &'a str, client_nonce: &str) -> Result<ServerFirst<'a>, String> {
     if text.starts_with("m=") {
-        return Err("the broker requires a mandatory SCRAM extension (m=) this client does not know".into());
+        return Err(
+            "the broker requires a mandatory SCRAM extension (m=) this client does not know".into(),
+        );
     }
     let mut parts = text.split(',');
     let mut attribute = |name: &str, what: &str| {
         parts
             .next()
             .and_then(|p| p.strip_prefix(name))
-            .ok_or_else(|| format!("the server-first message has no {what} ({name}) where the RFC puts it"))
+            .ok_or_else(|| {
+                format!("the server-first message has no {what} ({name}) where the RFC puts it")
+            })
     };
     let nonce = attribute("r=", "nonce")?;
     let salt = attribute("s=", "salt")?;
@@ -380,10 +386,22 @@ pub(crate) mod testing {
             let salted = h.salted_password(self.password.as_bytes(), &self.salt, self.iterations);
             let client_key = h.hmac(&salted, b"Client Key");
             let signature = h.hmac(&h.h(&client_key), auth.as_bytes());
-            let want: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
-            assert_eq!(base64::decode(proof.as_bytes()).unwrap(), want, "client proof");
+            let want: Vec<u8> = client_key
+                .iter()
+                .zip(&signature)
+                .map(|(a, b)| a ^ b)
+                .collect();
+            assert_eq!(
+                base64::decode(proof.as_bytes()).unwrap(),
+                want,
+                "client proof"
+            );
             let server_key = h.hmac(&salted, b"Server Key");
-            format!("v={}", base64::encode(&h.hmac(&server_key, auth.as_bytes()))).into_bytes()
+            format!(
+                "v={}",
+                base64::encode(&h.hmac(&server_key, auth.as_bytes()))
+            )
+            .into_bytes()
         }
     }
 }
@@ -540,7 +558,12 @@ mod tests {
         let e = server_first_error(&at("4095"));
         assert_eq!(e.kind, AuthErrorKind::Protocol);
         assert!(e.message.contains("below Kafka's minimum of 4096"), "{e}");
-        for big in ["16385", "1000000000", "4294967296", "99999999999999999999999"] {
+        for big in [
+            "16385",
+            "1000000000",
+            "4294967296",
+            "99999999999999999999999",
+        ] {
             let e = server_first_error(&at(big));
             assert_eq!(e.kind, AuthErrorKind::Protocol, "{big}");
             assert!(e.message.contains("above Kafka's maximum of 16384"), "{e}");
@@ -552,7 +575,9 @@ mod tests {
         }
         // Both bounds themselves are accepted.
         for ok in ["4096", "16384"] {
-            client(ScramHash::Sha256).server_first(at(ok).as_bytes()).unwrap();
+            client(ScramHash::Sha256)
+                .server_first(at(ok).as_bytes())
+                .unwrap();
         }
     }
 
@@ -563,8 +588,14 @@ mod tests {
             ("s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", "nonce (r=)"),
             ("r=rOprNGfwEbeRWgbNEkqOx", "salt (s=)"),
             ("r=rOprNGfwEbeRWgbNEkqOx,i=4096", "salt (s=)"),
-            ("r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==", "iteration count (i=)"),
-            ("r=rOprNGfwEbeRWgbNEkqOx,i=4096,s=W22ZaJ0SNY7soEsUEjb6gQ==", "salt (s=)"),
+            (
+                "r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==",
+                "iteration count (i=)",
+            ),
+            (
+                "r=rOprNGfwEbeRWgbNEkqOx,i=4096,s=W22ZaJ0SNY7soEsUEjb6gQ==",
+                "salt (s=)",
+            ),
         ] {
             let e = server_first_error(bad);
             assert_eq!(e.kind, AuthErrorKind::Protocol, "{bad}");
@@ -574,7 +605,8 @@ mod tests {
 
     #[test]
     fn a_mandatory_extension_bad_salt_or_non_utf8_is_a_protocol_error() {
-        let e = server_first_error("m=ext,r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096");
+        let e =
+            server_first_error("m=ext,r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096");
         assert!(e.message.contains("mandatory SCRAM extension (m=)"), "{e}");
         for salt in ["W22ZaJ0SNY7soEsUEjb6gQ=", "W22ZaJ0SNY7soEsUEjb6g-==", ""] {
             let e = server_first_error(&format!("r={RFC_NONCE}x,s={salt},i=4096"));
@@ -592,12 +624,19 @@ mod tests {
             .server_first(format!("{RFC_SERVER_FIRST},x=whatever,y=").as_bytes())
             .unwrap();
         // The extensions are part of the AuthMessage, so the RFC's proof no longer holds.
-        assert!(!f.client_final().ends_with(b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="));
+        assert!(!f
+            .client_final()
+            .ends_with(b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="));
     }
 
     #[test]
     fn usernames_escape_equals_and_comma_without_saslprep() {
-        let c = ScramClient::new(ScramHash::Sha256, "a=b,c\u{2168}", &Secret::from("p"), "n".into());
+        let c = ScramClient::new(
+            ScramHash::Sha256,
+            "a=b,c\u{2168}",
+            &Secret::from("p"),
+            "n".into(),
+        );
         assert_eq!(c.client_first(), "n,,n=a=3Db=2Cc\u{2168},r=n".as_bytes());
     }
 
@@ -606,10 +645,17 @@ mod tests {
         let a = nonce_from(&[0xff; 24]);
         let b = nonce_from(&[0xfe; 24]);
         assert_ne!(a, b);
-        for random in [[0u8; 24], [0xff; 24], core::array::from_fn(|i| (i * 37) as u8)] {
+        for random in [
+            [0u8; 24],
+            [0xff; 24],
+            core::array::from_fn(|i| (i * 37) as u8),
+        ] {
             let n = nonce_from(&random);
             assert_eq!(n.len(), 32);
-            assert!(n.bytes().all(|c| (0x21..=0x7e).contains(&c) && c != b','), "{n}");
+            assert!(
+                n.bytes().all(|c| (0x21..=0x7e).contains(&c) && c != b','),
+                "{n}"
+            );
             assert_eq!(base64::decode(n.as_bytes()).unwrap(), random);
         }
     }

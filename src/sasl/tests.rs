@@ -5,7 +5,6 @@ use super::*;
 use crate::protocol::api::sasl_handshake::SaslHandshakeResponse;
 use crate::protocol::frame::{decode_request, encode_request_frame, encode_response};
 use crate::protocol::message::Bytes;
-use std::time::SystemTime;
 
 const PASSWORD: &str = "pencil-Sesame-42";
 const TOKEN: &str = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.";
@@ -25,7 +24,7 @@ fn password() -> Credentials {
 fn token_with(extensions: &[(&str, &str)], value: &str) -> Credentials {
     Credentials::Token(OAuthBearerToken {
         value: Secret::from(value),
-        expires_at: SystemTime::UNIX_EPOCH,
+        expires_at: std::time::UNIX_EPOCH,
         principal: "alice".into(),
         extensions: extensions
             .iter()
@@ -96,12 +95,18 @@ fn ok_answer(v: i16, auth_bytes: &[u8]) -> Vec<u8> {
 }
 
 /// An authenticator past the handshake: the first SaslAuthenticate request's auth bytes.
-fn past_handshake(mechanism: SaslMechanism, credentials: Credentials, max: i16) -> (Authenticator, Vec<u8>) {
+fn past_handshake(
+    mechanism: SaslMechanism,
+    credentials: Credentials,
+    max: i16,
+) -> (Authenticator, Vec<u8>) {
     let mut a = Authenticator::new(mechanism, credentials, NONCE);
     let req = a.start(&versions(max)).unwrap();
     let (v, hs) = sent::<SaslHandshakeRequest>(&req);
     assert_eq!((v, hs.mechanism.as_str()), (1, mechanism.name()));
-    let step = a.handle_response(&handshake_answer(0, &[mechanism.name()])).unwrap();
+    let step = a
+        .handle_response(&handshake_answer(0, &[mechanism.name()]))
+        .unwrap();
     let (_, bytes) = auth_bytes_of(step);
     (a, bytes)
 }
@@ -137,10 +142,18 @@ fn the_handshake_is_v1_and_authenticate_the_highest_version_both_speak() {
         let req = a.start(&versions(broker_max)).unwrap();
         assert_eq!((req.api_key, req.version, req.flexible), (17, 1, false));
         let step = a.handle_response(&handshake_answer(0, &["PLAIN"])).unwrap();
-        let Step::Send(req) = step else { panic!("no request") };
-        assert_eq!((req.api_key, req.version, req.flexible), (36, want, want >= 2));
+        let Step::Send(req) = step else {
+            panic!("no request")
+        };
+        assert_eq!(
+            (req.api_key, req.version, req.flexible),
+            (36, want, want >= 2)
+        );
         sent::<SaslAuthenticateRequest>(&req);
-        assert_eq!(done(a.handle_response(&ok_answer(want, b"")).unwrap()), None);
+        assert_eq!(
+            done(a.handle_response(&ok_answer(want, b"")).unwrap()),
+            None
+        );
     }
 }
 
@@ -224,7 +237,10 @@ fn other_error_codes_are_protocol_errors_that_name_the_code() {
     let (mut a, _) = past_handshake(SaslMechanism::Plain, password(), 2);
     let e = error_of(a.handle_response(&authenticate_answer(2, 999, None, b"", 0)));
     assert_eq!(e.kind, AuthErrorKind::Protocol);
-    assert!(e.message.ends_with("SaslAuthenticate with error code 999"), "{e}");
+    assert!(
+        e.message.ends_with("SaslAuthenticate with error code 999"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -235,7 +251,10 @@ fn authentication_failed_carries_the_brokers_message() {
         let (mut a, _) = past_handshake(SaslMechanism::Plain, password(), v);
         let e = error_of(a.handle_response(&authenticate_answer(v, 58, Some(kafka), b"", 0)));
         assert_eq!(e.kind, AuthErrorKind::Failed);
-        assert_eq!(e.message, format!("SASL PLAIN authentication failed: {kafka}"));
+        assert_eq!(
+            e.message,
+            format!("SASL PLAIN authentication failed: {kafka}")
+        );
     }
     let (mut a, _) = past_handshake(SaslMechanism::Plain, password(), 2);
     let e = error_of(a.handle_response(&authenticate_answer(2, 58, None, b"", 0)));
@@ -255,7 +274,9 @@ fn the_session_lifetime_is_reported_only_when_positive() {
         (0, 3_600_000, None), // v0 carries no lifetime
     ] {
         let (mut a, _) = past_handshake(SaslMechanism::Plain, password(), v);
-        let step = a.handle_response(&authenticate_answer(v, 0, None, b"", ms)).unwrap();
+        let step = a
+            .handle_response(&authenticate_answer(v, 0, None, b"", ms))
+            .unwrap();
         assert_eq!(done(step), want, "v{v} {ms}");
     }
 }
@@ -265,19 +286,35 @@ fn undecodable_answers_are_protocol_errors() {
     let good = handshake_answer(0, &["PLAIN"]);
     let mut trailing = good.clone();
     trailing.push(0);
-    for bad in [&good[..0], &good[..3], &good[..good.len() - 1], &trailing[..]] {
+    for bad in [
+        &good[..0],
+        &good[..3],
+        &good[..good.len() - 1],
+        &trailing[..],
+    ] {
         let mut a = Authenticator::new(SaslMechanism::Plain, password(), NONCE);
         a.start(&versions(2)).unwrap();
         let e = error_of(a.handle_response(bad));
         assert_eq!(e.kind, AuthErrorKind::Protocol);
-        assert!(e.message.starts_with("SASL PLAIN: undecodable SaslHandshake answer: "), "{e}");
+        assert!(
+            e.message
+                .starts_with("SASL PLAIN: undecodable SaslHandshake answer: "),
+            "{e}"
+        );
     }
     // A v1 answer where v2 (flexible) was negotiated, and the other way round.
     for (sent_v, answer_v) in [(2, 1), (1, 2), (0, 1)] {
         let (mut a, _) = past_handshake(SaslMechanism::Plain, password(), sent_v);
         let e = error_of(a.handle_response(&authenticate_answer(answer_v, 0, Some("m"), b"ab", 5)));
-        assert_eq!(e.kind, AuthErrorKind::Protocol, "v{sent_v} answered v{answer_v}");
-        assert!(e.message.contains("undecodable SaslAuthenticate answer"), "{e}");
+        assert_eq!(
+            e.kind,
+            AuthErrorKind::Protocol,
+            "v{sent_v} answered v{answer_v}"
+        );
+        assert!(
+            e.message.contains("undecodable SaslAuthenticate answer"),
+            "{e}"
+        );
     }
 }
 
@@ -299,7 +336,10 @@ fn calls_outside_the_exchange_are_protocol_errors() {
     let mut a = Authenticator::new(SaslMechanism::Plain, password(), NONCE);
     let e = error_of(a.handle_response(&handshake_answer(0, &[])));
     assert_eq!(e.kind, AuthErrorKind::Protocol);
-    assert_eq!(e.message, "SASL PLAIN: an answer came before the exchange started");
+    assert_eq!(
+        e.message,
+        "SASL PLAIN: an answer came before the exchange started"
+    );
     let mut a = Authenticator::new(SaslMechanism::Plain, password(), NONCE);
     a.start(&versions(2)).unwrap();
     let e = error_of(a.start(&versions(2)));
@@ -309,7 +349,10 @@ fn calls_outside_the_exchange_are_protocol_errors() {
     done(a.handle_response(&ok_answer(2, b"")).unwrap());
     let e = error_of(a.handle_response(&ok_answer(2, b"")));
     assert_eq!(e.kind, AuthErrorKind::Protocol);
-    assert_eq!(e.message, "SASL PLAIN: an answer came after authentication completed");
+    assert_eq!(
+        e.message,
+        "SASL PLAIN: an answer came after authentication completed"
+    );
 }
 
 #[test]
@@ -320,7 +363,10 @@ fn reauthentication_runs_the_same_exchange_from_the_handshake() {
         let mut a = Authenticator::new(SaslMechanism::Plain, password(), NONCE);
         let hs = a.start(&versions(max)).unwrap().body;
         let (_, bytes) = auth_bytes_of(a.handle_response(&handshake_answer(0, &[])).unwrap());
-        let lifetime = done(a.handle_response(&authenticate_answer(max, 0, None, b"", 60_000)).unwrap());
+        let lifetime = done(
+            a.handle_response(&authenticate_answer(max, 0, None, b"", 60_000))
+                .unwrap(),
+        );
         (hs, bytes, lifetime)
     };
     let first = login(2);
@@ -336,17 +382,41 @@ fn credentials_the_mechanism_cannot_carry_are_refused_before_anything_is_sent() 
     };
     let cases = [
         (SaslMechanism::Plain, with_nul, "contains a NUL character"),
-        (SaslMechanism::Plain, token(), "needs a user name and password"),
+        (
+            SaslMechanism::Plain,
+            token(),
+            "needs a user name and password",
+        ),
         (SaslMechanism::OAuthBearer, password(), "needs a token"),
-        (SaslMechanism::OAuthBearer, token_with(&[], "not a token"), "bearer token"),
-        (SaslMechanism::OAuthBearer, token_with(&[("auth", "x")], TOKEN), "reserved"),
-        (SaslMechanism::OAuthBearer, token_with(&[("k1", "x")], TOKEN), "letters only"),
-        (SaslMechanism::OAuthBearer, token_with(&[("k", "\x01")], TOKEN), "is invalid"),
-        (SaslMechanism::ScramSha256, token(), if cfg!(feature = "scram") {
-            "needs a user name and password"
-        } else {
-            "needs the `scram` cargo feature"
-        }),
+        (
+            SaslMechanism::OAuthBearer,
+            token_with(&[], "not a token"),
+            "bearer token",
+        ),
+        (
+            SaslMechanism::OAuthBearer,
+            token_with(&[("auth", "x")], TOKEN),
+            "reserved",
+        ),
+        (
+            SaslMechanism::OAuthBearer,
+            token_with(&[("k1", "x")], TOKEN),
+            "letters only",
+        ),
+        (
+            SaslMechanism::OAuthBearer,
+            token_with(&[("k", "\x01")], TOKEN),
+            "is invalid",
+        ),
+        (
+            SaslMechanism::ScramSha256,
+            token(),
+            if cfg!(feature = "scram") {
+                "needs a user name and password"
+            } else {
+                "needs the `scram` cargo feature"
+            },
+        ),
     ];
     for (mechanism, credentials, want) in cases {
         let mut a = Authenticator::new(mechanism, credentials, NONCE);
@@ -354,19 +424,28 @@ fn credentials_the_mechanism_cannot_carry_are_refused_before_anything_is_sent() 
         assert_eq!(e.kind, AuthErrorKind::Unsupported, "{e}");
         assert!(e.message.starts_with(&format!("SASL {mechanism}: ")), "{e}");
         assert!(e.message.contains(want), "{e}");
-        assert!(!e.message.contains("s3cr3t") && !e.message.contains("not a token"), "{e}");
+        assert!(
+            !e.message.contains("s3cr3t") && !e.message.contains("not a token"),
+            "{e}"
+        );
     }
 }
 
 #[test]
 fn broker_texts_are_escaped_and_cut() {
-    assert_eq!(broker_text("plain text, \"quoted\""), "plain text, \"quoted\"");
+    assert_eq!(
+        broker_text("plain text, \"quoted\""),
+        "plain text, \"quoted\""
+    );
     assert_eq!(broker_text("a\nb\x1b[31m\u{7f}"), "a\\nb\\u{1b}[31m\\u{7f}");
     let long = "\u{e9}".repeat(1000);
     let cut = broker_text(&long);
     assert_eq!(cut.chars().count(), MAX_BROKER_TEXT + 3);
     assert!(cut.ends_with("..."));
-    assert_eq!(broker_text(&long[..2 * MAX_BROKER_TEXT]), long[..2 * MAX_BROKER_TEXT]);
+    assert_eq!(
+        broker_text(&long[..2 * MAX_BROKER_TEXT]),
+        long[..2 * MAX_BROKER_TEXT]
+    );
 }
 
 // ---- OAUTHBEARER -------------------------------------------------------------------------
@@ -375,8 +454,13 @@ fn broker_texts_are_escaped_and_cut() {
 fn oauthbearer_sends_the_token_and_is_done_on_an_empty_answer() {
     let creds = token_with(&[("traceId", "abc")], TOKEN);
     let (mut a, bytes) = past_handshake(SaslMechanism::OAuthBearer, creds, 1);
-    assert_eq!(bytes, format!("n,,\x01auth=Bearer {TOKEN}\x01traceId=abc\x01\x01").as_bytes());
-    let step = a.handle_response(&authenticate_answer(1, 0, None, b"", 900_000)).unwrap();
+    assert_eq!(
+        bytes,
+        format!("n,,\x01auth=Bearer {TOKEN}\x01traceId=abc\x01\x01").as_bytes()
+    );
+    let step = a
+        .handle_response(&authenticate_answer(1, 0, None, b"", 900_000))
+        .unwrap();
     assert_eq!(done(step), Some(Duration::from_secs(900)));
 }
 
@@ -420,7 +504,10 @@ fn an_oauthbearer_refusal_stays_a_failure_whatever_the_broker_answers_next() {
     // An undecodable last answer is a protocol error.
     let (mut a, _) = past_handshake(SaslMechanism::OAuthBearer, token(), 2);
     a.handle_response(&ok_answer(2, b"{}")).unwrap();
-    assert_eq!(error_of(a.handle_response(b"\0\0")).kind, AuthErrorKind::Protocol);
+    assert_eq!(
+        error_of(a.handle_response(b"\0\0")).kind,
+        AuthErrorKind::Protocol
+    );
 }
 
 #[test]
@@ -500,8 +587,11 @@ mod scram_exchange {
 
     #[test]
     fn a_tampered_server_signature_fails_the_login_despite_error_code_0() {
-        let (mut a, server_final) =
-            to_server_final(SaslMechanism::ScramSha256, &server(ScramHash::Sha256, PASSWORD), 2);
+        let (mut a, server_final) = to_server_final(
+            SaslMechanism::ScramSha256,
+            &server(ScramHash::Sha256, PASSWORD),
+            2,
+        );
         let mut tampered = server_final.clone();
         tampered[2] = if tampered[2] == b'A' { b'B' } else { b'A' }; // the first signature char
         let e = error_of(a.handle_response(&ok_answer(2, &tampered)));
@@ -509,8 +599,11 @@ mod scram_exchange {
         assert!(e.message.contains("signature does not verify"), "{e}");
         assert!(e.message.starts_with("SASL SCRAM-SHA-256: "), "{e}");
         // The untampered one would have verified.
-        let (mut a, server_final) =
-            to_server_final(SaslMechanism::ScramSha256, &server(ScramHash::Sha256, PASSWORD), 2);
+        let (mut a, server_final) = to_server_final(
+            SaslMechanism::ScramSha256,
+            &server(ScramHash::Sha256, PASSWORD),
+            2,
+        );
         done(a.handle_response(&ok_answer(2, &server_final)).unwrap());
     }
 
@@ -522,10 +615,16 @@ mod scram_exchange {
                      with SASL mechanism SCRAM-SHA-512";
         let e = error_of(a.handle_response(&authenticate_answer(2, 58, Some(kafka), b"", 0)));
         assert_eq!(e.kind, AuthErrorKind::Failed);
-        assert_eq!(e.message, format!("SASL SCRAM-SHA-512 authentication failed: {kafka}"));
+        assert_eq!(
+            e.message,
+            format!("SASL SCRAM-SHA-512 authentication failed: {kafka}")
+        );
         // A server-final error.
-        let (mut a, _) =
-            to_server_final(SaslMechanism::ScramSha512, &server(ScramHash::Sha512, PASSWORD), 1);
+        let (mut a, _) = to_server_final(
+            SaslMechanism::ScramSha512,
+            &server(ScramHash::Sha512, PASSWORD),
+            1,
+        );
         let e = error_of(a.handle_response(&ok_answer(1, b"e=invalid-proof")));
         assert_eq!(e.kind, AuthErrorKind::Failed);
         assert!(e.message.contains("e=invalid-proof"), "{e}");

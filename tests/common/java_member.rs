@@ -205,6 +205,9 @@ pub struct JavaMemberOptions {
     pub commit_on_revoke: bool,
     /// `earliest` unless changed (`None`: the Java default, `latest`).
     pub auto_offset_reset: Option<String>,
+    /// Any other consumer properties (security settings, for instance), by their Java
+    /// names: `--prop` for the Java member, `--set` for ours.
+    pub props: Vec<(String, String)>,
 }
 
 impl JavaMemberOptions {
@@ -224,6 +227,7 @@ impl JavaMemberOptions {
             max_poll_interval_ms: None,
             commit_on_revoke: true,
             auto_offset_reset: Some("earliest".into()),
+            props: Vec::new(),
         }
     }
 }
@@ -351,6 +355,10 @@ impl JavaMember {
             if let Some(v) = v {
                 cmd.args([k, &v]);
             }
+        }
+        let prop = if kind == "our" { "--set" } else { "--prop" };
+        for (k, v) in &opts.props {
+            cmd.args([prop, &format!("{k}={v}")]);
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -124,8 +124,7 @@ mod tests {
     fn every_version_round_trips_what_it_carries() {
         for v in versions() {
             let frame = encode_request(&request(), v, 6, "me");
-            let (ver, corr, back) =
-                decode_request::<SaslAuthenticateRequest>(&frame[4..]).unwrap();
+            let (ver, corr, back) = decode_request::<SaslAuthenticateRequest>(&frame[4..]).unwrap();
             assert_eq!((ver, corr), (v, 6));
             assert_eq!(back, request(), "request v{v}");
 
@@ -139,7 +138,12 @@ mod tests {
     fn defaults_are_the_schema_defaults() {
         let r = SaslAuthenticateResponse::default();
         assert_eq!(
-            (r.error_code, r.error_message, r.auth_bytes.0.len(), r.session_lifetime_ms),
+            (
+                r.error_code,
+                r.error_message,
+                r.auth_bytes.0.len(),
+                r.session_lifetime_ms
+            ),
             (0, None, 0, 0)
         );
         assert!(SaslAuthenticateRequest::default().auth_bytes.0.is_empty());
@@ -148,7 +152,10 @@ mod tests {
     #[test]
     fn the_request_debug_output_shows_no_auth_bytes() {
         let shown = format!("{:?}", request());
-        assert!(!shown.contains("secret") && !shown.contains("115"), "{shown}");
+        assert!(
+            !shown.contains("secret") && !shown.contains("115"),
+            "{shown}"
+        );
         assert!(shown.contains("13 bytes"), "{shown}");
     }
 
@@ -192,7 +199,11 @@ mod tests {
         b.extend_from_slice(&[1, 9, 1, 0xee]);
         let resp = decode_response::<SaslAuthenticateRequest>(&b, 2).unwrap();
         assert_eq!(
-            (resp.error_code, resp.error_message.as_deref(), resp.session_lifetime_ms),
+            (
+                resp.error_code,
+                resp.error_message.as_deref(),
+                resp.session_lifetime_ms
+            ),
             (58, Some("no"), 7)
         );
         assert!(resp.auth_bytes.0.is_empty());

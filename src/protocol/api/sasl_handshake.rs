@@ -67,7 +67,7 @@ mod tests {
             ),
             (17, 1, 1)
         );
-        assert!(SaslHandshakeRequest::FLEXIBLE_FROM > SaslHandshakeRequest::MAX_VERSION);
+        const { assert!(SaslHandshakeRequest::FLEXIBLE_FROM > SaslHandshakeRequest::MAX_VERSION) };
         assert_eq!(SaslHandshakeRequest::throttle_time_ms(&response()), 0);
     }
 
