@@ -30,6 +30,11 @@ cargo test --release --doc
 # The optional codec builds: libzstd instead of ruzstd, and no codecs at all.
 cargo test --release --features zstd-native --lib protocol::records
 cargo build --release --no-default-features --lib
+# The tests build with TLS (graviola) and SCRAM (the dev-dependency on this crate turns them
+# on); the default build without them refuses SSL and SCRAM with a clear error, and the
+# other TLS provider (ring) builds.
+cargo test --release --no-default-features --lib config::
+cargo build --release --no-default-features --features tls-ring,scram --lib
 
 # Benchmark smoke test: tiny datasets on a second broker (port 29092, target/kafka/bench),
 # ours and the Java consumer once each; fails if either does not read everything.

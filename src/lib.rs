@@ -22,6 +22,11 @@
 //! with a [`RebalanceListener`] that runs on your thread inside `poll`) joins a consumer
 //! group with the classic protocol instead of assigning partitions by hand.
 //!
+//! Secured clusters: `security.protocol` `SSL` or `SASL_SSL` (TLS with rustls, cargo
+//! features `tls-graviola` or `tls-ring`), SASL `PLAIN`, `SCRAM-SHA-256`/`-512` (feature
+//! `scram`) and `OAUTHBEARER` (an [`OAuthBearerTokenProvider`] of yours), by the Java and
+//! librdkafka property names; see [`ConsumerConfig::set`].
+//!
 //! Layout (see `docs/architecture.md`): `protocol` (the wire format), `cluster`, `fetch`,
 //! `group` and `link` (the sans-IO components: they take time as a parameter and say what to send),
 //! `io` (the mio loop that carries it out); the public surface is re-exported here.

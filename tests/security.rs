@@ -317,7 +317,11 @@ fn a_read_across_several_reauthentications_delivers_every_record_once() {
     let mut seen = BTreeSet::new();
     let start = Instant::now();
     let mut produced = 100;
+    let mut connections = None;
     while start.elapsed() < Duration::from_secs(20) {
+        if connections.is_none() && seen.len() >= 100 {
+            connections = Some(client_ports(REAUTH));
+        }
         for r in &c.poll(Duration::from_millis(200)).expect("poll") {
             assert!(seen.insert(seq(&r)), "record {} twice", seq(&r));
         }
@@ -340,9 +344,31 @@ fn a_read_across_several_reauthentications_delivers_every_record_once() {
         }
     }
     assert_eq!(seen.len() as u64, produced);
+    // The same connections throughout: re-authenticated, never replaced.
+    let first = connections.expect("connections seen");
+    assert!(!first.is_empty(), "no connection to the listener seen");
+    assert_eq!(client_ports(REAUTH), first, "connections were replaced");
     let busy = io.busy_fraction_over(Duration::from_secs(2));
     assert!(busy < 0.05, "the I/O thread is busy ({busy:.3})");
     c.close().expect("close");
+}
+
+/// The local ports of the established TCP connections to the listener at `offset`
+/// (Linux `/proc/net/tcp`): only this test connects to it.
+fn client_ports(offset: u16) -> BTreeSet<u16> {
+    let remote = listener(offset);
+    let port: u16 = remote.rsplit_once(':').expect("port").1.parse().expect("port");
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
+            let rem = u16::from_str_radix(f.get(2)?.rsplit_once(':')?.1, 16).ok()?;
+            (rem == port && *f.get(3)? == "01").then_some(local)
+        })
+        .collect()
 }
 
 // ----- failures: clear, bounded, no busy loop ---------------------------------------------
@@ -366,6 +392,25 @@ fn a_wrong_password_is_one_authentication_error_naming_the_broker_and_mechanism(
         &["SCRAM-SHA-512", &listener(SASL_PLAINTEXT)],
     );
     assert!(!e.to_string().contains("not-the-password"));
+}
+
+#[test]
+fn a_blocking_call_fails_with_the_authentication_error_not_at_its_timeout() {
+    let c = config(
+        SASL_PLAINTEXT,
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.jaas.config", &jaas("plain.PlainLoginModule", "alice", "wrong")),
+            ("default.api.timeout.ms", "60000"),
+        ],
+    );
+    let mut c = Consumer::new(c).expect("consumer starts");
+    let start = Instant::now();
+    let e = c.partitions_for("any-topic").expect_err("refused login");
+    assert_eq!(e.kind(), ErrorKind::Authentication, "{e}");
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    c.close().expect("close");
 }
 
 #[test]

@@ -2225,7 +2225,7 @@ fn the_member_id_is_22_url_safe_characters_and_differs_between_members() {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
     }
     assert_ne!(a.member_id(), b.member_id());
-    assert_eq!(base64_url(&[0xfb, 0xff]), "-_8");
+    assert_eq!(crate::sasl::base64::encode_url(&[0xfb, 0xff]), "-_8");
 }
 
 // ----- randomized ------------------------------------------------------------------------------

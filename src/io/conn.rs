@@ -40,7 +40,7 @@ use crate::protocol::api::api_versions::{self, ApiVersionsRequest};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::{self, decode_response, encode_request_frame};
-use crate::sasl::{AuthErrorKind, Authenticator, Step};
+use crate::sasl::{AuthErrorKind, Authenticator, SaslRequest, Step};
 use crate::types::CorrelationId;
 
 /// Where a connection is in its life.
@@ -711,16 +711,14 @@ impl Conn {
                 "authentication"
             }
         );
-        self.queue(
-            req.api_key,
-            req.version,
-            req.flexible,
-            &req.body,
-            None,
-            at.deadline,
-        );
+        self.queue_sasl(&req, at.deadline);
         self.auth = Some(auth);
         Ok(())
+    }
+
+    /// Queues one of the authenticator's requests (the connection's own: no tag).
+    fn queue_sasl(&mut self, req: &SaslRequest, deadline: Instant) {
+        self.queue(req.api_key, req.version, req.flexible, &req.body, None, deadline);
     }
 
     /// An OAUTHBEARER token arrived: a connection waiting for one logs in now.
@@ -743,16 +741,7 @@ impl Conn {
         };
         let mechanism = auth.mechanism();
         match auth.handle_response(body) {
-            Ok(Step::Send(req)) => {
-                self.queue(
-                    req.api_key,
-                    req.version,
-                    req.flexible,
-                    &req.body,
-                    None,
-                    at.deadline,
-                );
-            }
+            Ok(Step::Send(req)) => self.queue_sasl(&req, at.deadline),
             Ok(Step::Done { session_lifetime }) => {
                 self.auth = None;
                 self.reauth.due_at = session_lifetime.map(|l| at.now + reauth_after(l, jitter()));

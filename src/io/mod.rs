@@ -710,6 +710,22 @@ impl IoLoop {
         }
         log::error!("{text}");
         self.last_security_error = Some(text);
+        // Blocking calls waiting for brokers fail now with the reason, as in the Java
+        // client, rather than at their timeout. Commits are not failed: they stay queued
+        // in order and go out once a connection is ready.
+        let waiting: Vec<u64> = self.replies.lookups.keys().copied().collect();
+        for id in waiting {
+            self.lookups.cancel(id, &mut self.cluster);
+            if let Some(reply) = self.replies.lookups.remove(&id) {
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
+        for (_, reply) in self.replies.partitions.drain() {
+            let _ = reply.send(Err(e.clone()));
+        }
+        for (_, reply) in self.replies.committed.drain() {
+            let _ = reply.send(Err(e.clone()));
+        }
         let _ = self.ev_tx.send(Event::Error(e, None));
     }
 

@@ -388,6 +388,9 @@ impl OwnBroker {
                 ("KAFKA_PORT", port.to_string()),
                 ("KAFKA_CONTROLLER_PORT", (port + 1).to_string()),
                 ("KAFKA_EXTRA_PROPS", extra_props.join("\n")),
+                // Plaintext only: the secured listeners would take ports PORT+10..+15,
+                // which brokers of tests running side by side may use.
+                ("KAFKA_SECURITY", "0".into()),
             ],
             bootstrap: String::new(),
         };
