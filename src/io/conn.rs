@@ -700,7 +700,7 @@ impl Conn {
         };
         let req = auth
             .start(versions)
-            .map_err(|e| self.auth_failure(auth.mechanism(), e))?;
+            .map_err(|e| self.auth_failure(e))?;
         log::debug!(
             "{}: SASL {} {}",
             self.route,
@@ -763,28 +763,19 @@ impl Conn {
                     }
                 }
             }
-            Err(e) => return Err(self.auth_failure(mechanism, e)),
+            Err(e) => return Err(self.auth_failure(e)),
         }
         Ok(())
     }
 
-    fn auth_failure(
-        &self,
-        mechanism: crate::security::SaslMechanism,
-        e: crate::sasl::AuthError,
-    ) -> io::Error {
+    /// A failed SASL exchange: the authenticator's message (which names the mechanism) and
+    /// the broker.
+    fn auth_failure(&self, e: crate::sasl::AuthError) -> io::Error {
         let kind = match e.kind {
             AuthErrorKind::Failed | AuthErrorKind::Unsupported => ErrorKind::Authentication,
             AuthErrorKind::Protocol => ErrorKind::Protocol,
         };
-        user_error(
-            kind,
-            format!(
-                "SASL {mechanism} authentication with {} failed: {}",
-                self.address(),
-                e.message
-            ),
-        )
+        user_error(kind, format!("broker {}: {}", self.address(), e.message))
     }
 
     /// When this connection's SASL session must be renewed, if the broker limited it.

@@ -5,14 +5,13 @@
 //! feature), OAUTHBEARER (RFC 7628, KIP-255).
 //!
 //! ```text
-//!            start()                    handshake: error_code 0
-//!   Idle ───────────────▶ Handshaking ───────────────────────────▶ Authenticating(round)
-//!                              │                                  │   ▲        │
-//!                              │                   Step::Send(next)│   │ answer │ last answer ok
-//!                              │                                  └───┘        ▼ (SCRAM: signature verified)
-//!                              │                                             Done ── Step::Done
-//!                              ▼
-//!   any refusal, malformed answer or misuse (from any state) ──▶ Failed(error)
+//!          start()                  handshake ok                    last round accepted
+//!   Idle ──────────▶ Handshaking ─────────────────▶ Authenticating ───────────────────▶ Done
+//!                                                    │         ▲    (SCRAM: v= verified)
+//!                                                    └─────────┘
+//!                                          another round (Step::Send)
+//!
+//!   any state ── a refusal, a malformed answer, a misuse ──▶ Failed(error), repeated after
 //! ```
 //!
 //! Rounds of each mechanism (each one SaslAuthenticate request and its answer):
@@ -35,7 +34,8 @@
 //!    [`AuthError`], in a log line or in a `Debug` output; texts from the broker are escaped
 //!    and cut ([`broker_text`]). Logging is at trace level, step names only.
 //! 5. The work and memory one answer can cause are bounded: allocations are sized by bytes
-//!    already received, PBKDF2 runs at most [`scram::MAX_ITERATIONS`] iterations.
+//!    already received; PBKDF2 runs at most 16384 iterations (Kafka's maximum,
+//!    `scram::MAX_ITERATIONS`).
 //! 6. Nothing assumes a fresh connection: an authenticator only sees its own requests and
 //!    their answers, so re-authentication (KIP-368) runs a new one on a live connection,
 //!    from the SaslHandshake on, exactly as the first login.
@@ -67,7 +67,12 @@ use crate::security::{OAuthBearerToken, SaslMechanism, Secret};
 #[derive(Debug, Clone)]
 pub(crate) enum Credentials {
     /// PLAIN and SCRAM: a user name and password (the password's `Debug` is redacted).
-    Password { username: String, password: Secret },
+    Password {
+        /// The user name (SCRAM escapes `=` and `,` in it).
+        username: String,
+        /// The password.
+        password: Secret,
+    },
     /// OAUTHBEARER: a token from the token provider (its value's `Debug` is redacted).
     Token(OAuthBearerToken),
 }
@@ -76,7 +81,9 @@ pub(crate) enum Credentials {
 /// component): the encoded body of API `api_key` at `version`, to frame with a request
 /// header (v2 when `flexible`).
 pub(crate) struct SaslRequest {
+    /// SaslHandshake (17) or SaslAuthenticate (36).
     pub api_key: i16,
+    /// The negotiated version of that API.
     pub version: i16,
     /// Whether the request header is the flexible one (v2).
     pub flexible: bool,
@@ -143,7 +150,9 @@ pub(crate) enum AuthErrorKind {
 /// secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AuthError {
+    /// What went wrong, broadly.
     pub kind: AuthErrorKind,
+    /// What went wrong, for the user: names the mechanism, never shows a secret.
     pub message: String,
 }
 
