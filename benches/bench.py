@@ -8,6 +8,12 @@ separate processes. For each run it records the consumer's own figures (records,
 bytes, elapsed), the process's user+system CPU seconds and peak RSS (os.wait4 rusage), the
 broker's CPU seconds during the run, and for Java also the CPU spent inside the fetch window
 (sampled from /proc). Writes OUT/runs.json; benches/report.py turns it into tables and a chart.
+
+--tls: the TLS mode. Two datasets (100 B uncompressed, 1 KiB lz4), every contender over both
+PLAINTEXT and SSL (the broker's SSL listener, --ssl-bootstrap, certificate signed by --ca),
+the two transports of a contender being two entries of the same interleaved rotation.
+Writes OUT/tls.json. --tls-smoke (with --smoke): also reads the smoke datasets with `ours`
+over both transports, once each, into OUT/tls.json.
 """
 
 import argparse
@@ -46,6 +52,10 @@ SMOKE_DATASETS = [
     {"topic": f"smoke-100b-{codec}", "records": 100_000, "size": 100, "compression": codec}
     for codec in ("none", "lz4")
 ]
+# The TLS mode's datasets: the 100-byte uncompressed one (most records per byte: per-record
+# costs dominate) and the 1 KiB lz4 one (most bytes per record through TLS).
+TLS_DATASETS = [d for d in FULL_DATASETS if d["topic"] in ("bench-100b-none", "bench-1k-lz4")]
+TRANSPORTS = ("plaintext", "ssl")
 # Producer settings for the datasets (ProducerPerformance --command-property).
 PRODUCER_PROPS = {"batch.size": "65536", "linger.ms": "10", "acks": "1"}
 
@@ -177,30 +187,87 @@ def topic_disk_bytes(run_dir, topic):
 # ---------------------------------------------------------------------------- contenders
 
 class Contender:
-    def __init__(self, name, kind, argv_fn, desc, only_compression=None):
+    def __init__(self, name, kind, argv_fn, desc, only_compression=None, transport=None):
         self.name, self.kind, self.argv_fn, self.desc = name, kind, argv_fn, desc
         # Run only on datasets with this compression (None: on every dataset).
         self.only_compression = only_compression
+        # TLS mode: "plaintext" or "ssl" (None: the plaintext benchmark, not recorded).
+        self.transport = transport
+
+    @property
+    def label(self):
+        return self.name if self.transport is None else f"{self.name}/{self.transport}"
 
     def applies(self, ds):
         return self.only_compression is None or ds["compression"] == self.only_compression
 
 
-def make_contenders(names, args, tmpdir):
-    # A private copy: a concurrent `cargo build` must not swap the binary mid-benchmark.
-    perf = os.path.join(tmpdir, "perf_consume")
-    if not os.path.exists(perf):
-        shutil.copy2(os.path.join(ROOT, "target", "release", "examples", "perf_consume"), perf)
-    perf_native = os.path.join(tmpdir, "perf_consume_zstd_native")
-    native_src = os.path.join(ROOT, "target", "zstd-native", "release", "examples", "perf_consume")
-    if "ours-zstd-native" in names and not os.path.exists(perf_native):
-        shutil.copy2(native_src, perf_native)
-    rdk = os.path.join(ROOT, "benches", "rdkafka", "target", "release", "rdkafka-perf-consume")
-    java_cfg = os.path.join(tmpdir, "java-consumer.properties")
+def private_copy(src, tmpdir, name):
+    """A private copy of a binary: a concurrent `cargo build` must not swap it mid-benchmark."""
+    dst = os.path.join(tmpdir, name)
+    if not os.path.exists(dst):
+        shutil.copy2(src, dst)
+    return dst
+
+
+# Binaries, relative to the repository (built by scripts/bench.sh).
+BINARIES = {
+    "ours": "target/release/examples/perf_consume",
+    "ours-zstd-native": "target/zstd-native/release/examples/perf_consume",
+    # benches/ours-tls: examples/perf_consume.rs with exactly one TLS crypto provider.
+    "ours-graviola": "target/tls-graviola/release/perf_consume",
+    "ours-ring": "target/tls-ring/release/perf_consume",
+    "rdkafka": "benches/rdkafka/target/release/rdkafka-perf-consume",
+    # benches/rdkafka with its `ssl` feature (librdkafka with OpenSSL), for the TLS mode.
+    "rdkafka-ssl": "target/rdkafka-ssl/release/rdkafka-perf-consume",
+}
+TLS_CONTENDERS = ("ours", "ours-graviola", "ours-ring", "java", "rdkafka", "rdkafka-nocrc",
+                  "rdkafka-tuned")
+
+
+def make_contenders(names, args, tmpdir, transport=None):
+    """The named contenders. transport None: the plaintext benchmark; "plaintext" or "ssl":
+    the TLS mode's variants (the same binaries and settings for both transports, plus the
+    security settings for "ssl")."""
+    ssl = transport == "ssl"
+    bootstrap = args.ssl_bootstrap if ssl else args.bootstrap
+    tag = f"-{transport}" if transport else ""
+
+    def binary(key):
+        return private_copy(os.path.join(ROOT, BINARIES[key]), tmpdir, key)
+
+    def ours_argv(key, *extra):
+        exe = binary(key)
+
+        def argv(ds, _):
+            a = [exe, bootstrap, ds["topic"], str(ds["records"]), *extra]
+            if transport:
+                a.append("--tls-info")  # both transports: the same logger, same binary
+            if ssl:
+                a += ["--set", "security.protocol=SSL", "--set", "ssl.truststore.type=PEM",
+                      "--set", f"ssl.truststore.location={args.ca}"]
+            return a
+        return argv
+
+    def rdk_argv(*extra):
+        exe = binary("rdkafka-ssl" if transport else "rdkafka")
+
+        def argv(ds, _):
+            a = [exe, bootstrap, ds["topic"], str(ds["records"]), *extra]
+            if ssl:
+                a += ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={args.ca}"]
+            return a
+        return argv
+
+    java_cfg = os.path.join(tmpdir, f"java-consumer{tag}.properties")
     with open(java_cfg, "w") as f:
         f.write("# Written by benches/bench.py for ConsumerPerformance --command-config.\n")
-        for k, v in {**FETCH, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
-                     "client.id": "java-perf-consume"}.items():
+        props = {**FETCH, "auto.offset.reset": "earliest", "enable.auto.commit": "false",
+                 "client.id": "java-perf-consume"}
+        if ssl:
+            props.update({"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                          "ssl.truststore.location": args.ca})
+        for k, v in props.items():
             f.write(f"{k}={v}\n")
 
     def java_argv(ds, run_id):
@@ -208,43 +275,59 @@ def make_contenders(names, args, tmpdir):
         # (--fetch-size) and receive.buffer.bytes (--socket-buffer-size) from its own
         # options, and always sets check.crcs=false, so those go on the command line.
         return java_cmd(args.libs, "org.apache.kafka.tools.ConsumerPerformance",
-                        "--bootstrap-server", args.bootstrap, "--topic", ds["topic"],
+                        "--bootstrap-server", bootstrap, "--topic", ds["topic"],
                         "--num-records", str(ds["records"]), "--timeout", "60000",
                         "--command-config", java_cfg, "--group", f"bench-{run_id}",
                         "--fetch-size", FETCH["max.partition.fetch.bytes"],
                         "--socket-buffer-size=-1", heap=JAVA_HEAP)
 
-    table = {
-        "ours": Contender("ours", "rust", lambda ds, _: [perf, args.bootstrap, ds["topic"], str(ds["records"])],
-                          "kafka-consumer (this crate), examples/perf_consume.rs, check.crcs=true (default)"),
-        "ours-nocrc": Contender("ours-nocrc", "rust",
-                                lambda ds, _: [perf, args.bootstrap, ds["topic"], str(ds["records"]), "--no-crc"],
-                                "kafka-consumer (this crate), check.crcs=false"),
-        "ours-zstd-native": Contender(
-            "ours-zstd-native", "rust",
-            lambda ds, _: [perf_native, args.bootstrap, ds["topic"], str(ds["records"])],
+    rdk_build = (" (built with its `ssl` feature: librdkafka with the system's OpenSSL, "
+                 "for both transports)" if transport else "")
+    specs = {
+        "ours": lambda: Contender("ours", "rust", ours_argv("ours"),
+                                  "kafka-consumer (this crate), examples/perf_consume.rs, check.crcs=true (default)"
+                                  + (" (the example build: its dev-dependency on the crate turns on "
+                                     "`tls-graviola`)" if transport else "")),
+        "ours-nocrc": lambda: Contender("ours-nocrc", "rust", ours_argv("ours", "--no-crc"),
+                                        "kafka-consumer (this crate), check.crcs=false"),
+        "ours-zstd-native": lambda: Contender(
+            "ours-zstd-native", "rust", ours_argv("ours-zstd-native"),
             "kafka-consumer built with the opt-in `zstd-native` feature (libzstd instead of the "
             "pure-Rust ruzstd), check.crcs=true; zstd datasets only",
             only_compression="zstd"),
-        "java": Contender("java", "java", java_argv,
-                          "Apache Kafka ConsumerPerformance (kafka-clients KafkaConsumer, subscribe + group join); "
-                          "check.crcs=false forced by the tool"),
-        "rdkafka": Contender("rdkafka", "rust", lambda ds, _: [rdk, args.bootstrap, ds["topic"], str(ds["records"])],
-                             "librdkafka via rdkafka BaseConsumer, benches/rdkafka, check.crcs=true"),
-        "rdkafka-nocrc": Contender("rdkafka-nocrc", "rust",
-                                   lambda ds, _: [rdk, args.bootstrap, ds["topic"], str(ds["records"]), "--no-crc"],
-                                   "librdkafka via rdkafka BaseConsumer, check.crcs=false (librdkafka's default)"),
+        "ours-graviola": lambda: Contender(
+            "ours-graviola", "rust", ours_argv("ours-graviola"),
+            "kafka-consumer with `--features tls-graviola` only (rustls + graviola, no C): "
+            "examples/perf_consume.rs built by benches/ours-tls, check.crcs=true"),
+        "ours-ring": lambda: Contender(
+            "ours-ring", "rust", ours_argv("ours-ring"),
+            "kafka-consumer with `--features tls-ring` only (rustls + ring): "
+            "examples/perf_consume.rs built by benches/ours-tls, check.crcs=true"),
+        "java": lambda: Contender("java", "java", java_argv,
+                                  "Apache Kafka ConsumerPerformance (kafka-clients KafkaConsumer, subscribe + group join); "
+                                  "check.crcs=false forced by the tool"
+                                  + ("; TLS by the JDK's SunJSSE" if transport else "")),
+        "rdkafka": lambda: Contender("rdkafka", "rust", rdk_argv(),
+                                     "librdkafka via rdkafka BaseConsumer, benches/rdkafka, check.crcs=true"
+                                     + rdk_build),
+        "rdkafka-nocrc": lambda: Contender("rdkafka-nocrc", "rust", rdk_argv("--no-crc"),
+                                           "librdkafka via rdkafka BaseConsumer, check.crcs=false "
+                                           "(librdkafka's default)" + rdk_build),
         # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1000)
         # once its local queue holds queued.min.messages (100,000) records; a consumer that
         # drains faster than that then sits idle. Not part of the requested set: shown so
         # that the default's stalls are not mistaken for librdkafka's speed.
-        "rdkafka-tuned": Contender("rdkafka-tuned", "rust",
-                                   lambda ds, _: [rdk, args.bootstrap, ds["topic"], str(ds["records"]),
-                                                  "-X", "fetch.queue.backoff.ms=10"],
-                                   "as rdkafka (check.crcs=true) plus fetch.queue.backoff.ms=10 "
-                                   "(default 1000: see benches/README.md)"),
+        "rdkafka-tuned": lambda: Contender("rdkafka-tuned", "rust",
+                                           rdk_argv("-X", "fetch.queue.backoff.ms=10"),
+                                           "as rdkafka (check.crcs=true) plus fetch.queue.backoff.ms=10 "
+                                           "(default 1000: see benches/README.md)" + rdk_build),
     }
-    return [table[n] for n in names]
+    out = []
+    for n in names:
+        c = specs[n]()
+        c.transport = transport
+        out.append(c)
+    return out
 
 
 def proc_cpu_s(pid):
@@ -255,6 +338,11 @@ def proc_cpu_s(pid):
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (OSError, IndexError, ValueError):
         return None
+
+
+def loadavg_1m():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
 
 
 def machine_busy_s():
@@ -325,6 +413,7 @@ def run_one(contender, ds, run_id, args, logdir):
     out_path = os.path.join(logdir, f"{run_id}.out")
     err_path = os.path.join(logdir, f"{run_id}.err")
     bpid = broker_pid(args.run_dir)
+    load0 = loadavg_1m()
     broker_cpu0 = proc_cpu_s(bpid) if bpid else None
     busy0 = machine_busy_s()
     with open(out_path, "w") as out, open(err_path, "w") as err:
@@ -348,12 +437,15 @@ def run_one(contender, ds, run_id, args, logdir):
         stdout = f.read()
     rec = {
         "run_id": run_id, "contender": contender.name, "dataset": ds["topic"],
+        **({"transport": contender.transport} if contender.transport else {}),
         "exit_code": p.returncode, "wall_s": round(wall, 4),
         "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
         "max_rss_kib": ru.ru_maxrss,
         "broker_cpu_s": (round(broker_cpu1 - broker_cpu0, 2)
                          if broker_cpu0 is not None and broker_cpu1 is not None else None),
     }
+    if contender.transport:
+        rec["loadavg_1m_before"] = load0
     # CPU used by everything else on the machine meanwhile (this driver included): a check
     # that nothing else competed for the cores during the run.
     if rec["broker_cpu_s"] is not None:
@@ -436,16 +528,89 @@ def machine_info(args, contenders):
         "producer_settings": PRODUCER_PROPS,
         "contenders": {c.name: c.desc for c in contenders},
         "runs_per_contender": args.runs,
-        "mode": "smoke" if args.smoke else "full",
+        "mode": "tls" if args.tls else "smoke" if args.smoke else "full",
     }
     if any(c.name.startswith("rdkafka") for c in contenders):
-        rdk = os.path.join(ROOT, "benches", "rdkafka", "target", "release", "rdkafka-perf-consume")
+        rdk = os.path.join(ROOT, BINARIES["rdkafka-ssl" if args.tls else "rdkafka"])
         out = sh([rdk, "--version"])
         try:
             info["librdkafka"] = json.loads(out)
         except (TypeError, ValueError):
             info["librdkafka"] = out
     return info
+
+
+def lock_versions(lock_path, names):
+    """{package: version} from a Cargo.lock, for the packages named."""
+    try:
+        with open(lock_path) as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for m in re.finditer(r'\[\[package\]\]\nname = "([^"]+)"\nversion = "([^"]+)"', text):
+        if m.group(1) in names:
+            out.setdefault(m.group(1), []).append(m.group(2))
+    return {k: ", ".join(v) for k, v in out.items()}
+
+
+def tls_info(args, runs):
+    """What the TLS runs used: providers and sessions ours reported, library versions, what
+    the broker negotiates with an OpenSSL client, the processor's crypto extensions."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    wanted = ["aes", "vaes", "pclmulqdq", "vpclmulqdq", "avx", "avx2", "avx512f", "bmi1", "bmi2",
+              "adx", "ssse3", "sha_ni"]
+    reported = {}
+    for r in runs:
+        if r.get("transport") == "ssl" and r.get("tls"):
+            reported.setdefault(r["contender"], set()).add(r["tls"])
+    s_client = sh(["sh", "-c", f"openssl s_client -connect {args.ssl_bootstrap} -CAfile {args.ca} "
+                   "-verify_return_error </dev/null 2>/dev/null | grep -E '^(New,|Verify return)'"])
+    return {
+        "ssl_bootstrap": args.ssl_bootstrap,
+        "ca": args.ca,
+        "ours_reported": {k: sorted(v) for k, v in reported.items()},
+        "crates": lock_versions(os.path.join(ROOT, "Cargo.lock"),
+                                {"rustls", "rustls-graviola", "graviola", "ring", "rustls-webpki"}),
+        "openssl": sh(["openssl", "version"]),
+        "broker_with_openssl_client": s_client,
+        "cpu_flags": [f for f in wanted if f in flags],
+    }
+
+
+def run_rounds(datasets, contenders, args, logdir, session, sleep_s, tag=""):
+    """args.runs rounds per dataset, every contender once per round, the order rotating by
+    one each round. Returns the run records."""
+    runs = []
+    for ds in datasets:
+        for r in range(args.runs):
+            k = r % len(contenders)  # rotate the order each round
+            for c in contenders[k:] + contenders[:k]:
+                if not c.applies(ds):
+                    continue
+                rec = run_one(c, ds, f"{session}{tag}-{ds['topic']}-{c.label.replace('/', '-')}-{r + 1}",
+                              args, logdir)
+                rec["round"] = r + 1
+                runs.append(rec)
+                rate = rec["records"] / rec["elapsed_s"] if rec.get("elapsed_s") else 0
+                log(f"{ds['topic']} round {r + 1} {c.label:18s} "
+                    + (f"FAILED: {rec['error']}" if "error" in rec else
+                       f"{rate / 1e6:6.3f} M records/s, elapsed {rec['elapsed_s']:.2f} s, "
+                       f"cpu {rec['cpu_s']:.2f} s, rss {rec['max_rss_kib'] / 1024:.0f} MiB"
+                       + (f", {rec['tls']}" if rec.get("tls") else "")))
+                time.sleep(sleep_s)
+    return runs
+
+
+def write_json(path, result):
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
 
 
 # ---------------------------------------------------------------------------- main
@@ -455,24 +620,47 @@ def main():
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--libs", required=True)
     ap.add_argument("--run-dir", required=True, help="the bench broker's KAFKA_RUN_DIR")
-    ap.add_argument("--out", required=True, help="where runs.json goes")
+    ap.add_argument("--out", required=True, help="where runs.json (tls.json) goes")
     ap.add_argument("--logdir", required=True, help="per-run stdout/stderr")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--contenders",
                     default="ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--tls", action="store_true",
+                    help="TLS mode: TLS_DATASETS, every contender over PLAINTEXT and SSL; OUT/tls.json")
+    ap.add_argument("--tls-smoke", action="store_true",
+                    help="with --smoke: also ours over PLAINTEXT and SSL, once each; OUT/tls.json")
+    ap.add_argument("--ssl-bootstrap", help="the broker's SSL listener (--tls, --tls-smoke)")
+    ap.add_argument("--ca", help="the CA certificate (PEM) that signed the broker's (--tls, --tls-smoke)")
     ap.add_argument("--kafka-version", default="?")
     ap.add_argument("--broker-jvm", default="?")
     ap.add_argument("--note", action="append", default=[])
     args = ap.parse_args()
+    if (args.tls or args.tls_smoke) and not (args.ssl_bootstrap and args.ca):
+        ap.error("--tls and --tls-smoke need --ssl-bootstrap and --ca")
+    if args.tls and args.smoke:
+        ap.error("--tls and --smoke are separate modes (use --smoke --tls-smoke)")
 
-    datasets = [dict(d) for d in (SMOKE_DATASETS if args.smoke else FULL_DATASETS)]
+    if args.tls:
+        datasets = [dict(d) for d in TLS_DATASETS]
+    else:
+        datasets = [dict(d) for d in (SMOKE_DATASETS if args.smoke else FULL_DATASETS)]
     pattern = "smoke-.*" if args.smoke else "bench-.*"
     os.makedirs(args.out, exist_ok=True)
     logdir = args.logdir
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
-    contenders = make_contenders(args.contenders.split(","), args, logdir)
+    names = args.contenders.split(",")
+    if args.tls:
+        bad = [n for n in names if n not in TLS_CONTENDERS]
+        if bad:
+            ap.error(f"not a contender of the TLS mode: {', '.join(bad)} (choose from {','.join(TLS_CONTENDERS)})")
+        plain = make_contenders(names, args, logdir, "plaintext")
+        ssl = make_contenders(names, args, logdir, "ssl")
+        # Each contender's two transports next to each other in the rotation.
+        contenders = [c for pair in zip(plain, ssl) for c in pair]
+    else:
+        contenders = make_contenders(names, args, logdir)
 
     t_start = time.time()
     ensure_datasets(args.libs, args.bootstrap, datasets, args.run_dir, pattern)
@@ -481,40 +669,65 @@ def main():
     runs, warmups = [], []
     session = uuid.uuid4().hex[:8]
     ours = make_contenders(["ours"], args, logdir)[0]
+    warm = [ours]
+    if args.tls:
+        # Also once over TLS: the broker's first TLS reads run its TLS code (no sendfile,
+        # SSLEngine) before the JIT has compiled it, several times slower than later ones.
+        warm.append(make_contenders(["ours"], args, logdir, "ssl")[0])
+    load_start = loadavg_1m()
     for ds in datasets:
-        log(f"{ds['topic']}: warm-up read (ours, untimed)")
-        w = run_one(ours, ds, f"{session}-warmup-{ds['topic']}", args, logdir)
-        warmups.append(w)
-        if "error" in w:
-            log(f"{ds['topic']}: warm-up FAILED: {w['error']}")
-        for r in range(args.runs):
-            k = r % len(contenders)  # rotate the order each round
-            for c in contenders[k:] + contenders[:k]:
-                if not c.applies(ds):
-                    continue
-                rec = run_one(c, ds, f"{session}-{ds['topic']}-{c.name}-{r + 1}", args, logdir)
-                rec["round"] = r + 1
-                runs.append(rec)
-                rate = rec["records"] / rec["elapsed_s"] if rec.get("elapsed_s") else 0
-                log(f"{ds['topic']} round {r + 1} {c.name:14s} "
-                    + (f"FAILED: {rec['error']}" if "error" in rec else
-                       f"{rate / 1e6:6.3f} M records/s, elapsed {rec['elapsed_s']:.2f} s, "
-                       f"cpu {rec['cpu_s']:.2f} s, rss {rec['max_rss_kib'] / 1024:.0f} MiB"))
-                time.sleep(1)
+        for w_c in warm:
+            log(f"{ds['topic']}: warm-up read ({w_c.label}, untimed)")
+            w = run_one(w_c, ds, f"{session}-warmup-{ds['topic']}"
+                        + (f"-{w_c.transport}" if w_c.transport else ""), args, logdir)
+            warmups.append(w)
+            if "error" in w:
+                log(f"{ds['topic']}: warm-up FAILED: {w['error']}")
+        runs += run_rounds([ds], contenders, args, logdir, session, 1)
+    t_runs = time.time()
 
-    result = {
-        "meta": {**machine_info(args, contenders), "notes": args.note,
-                 "duration_s": {"datasets": round(t_data - t_start), "runs": round(time.time() - t_data)}},
-        "datasets": datasets,
-        "warmups": warmups,
-        "runs": runs,
-    }
-    with open(os.path.join(args.out, "runs.json"), "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
+    meta = {**machine_info(args, contenders), "notes": args.note,
+            "duration_s": {"datasets": round(t_data - t_start), "runs": round(t_runs - t_data)}}
+    if args.tls:
+        meta["loadavg_1m"] = {"start": load_start, "end": loadavg_1m()}
+        meta["tls"] = tls_info(args, runs)
+    result = {"meta": meta, "datasets": datasets, "warmups": warmups, "runs": runs}
+    write_json(os.path.join(args.out, "tls.json" if args.tls else "runs.json"), result)
     failed = [r for r in runs + warmups if "error" in r]
+    if args.smoke and not args.tls_smoke:
+        try:  # not a stale one from an earlier smoke run
+            os.remove(os.path.join(args.out, "tls.json"))
+        except OSError:
+            pass
+
+    if args.tls_smoke:
+        # ours (the example build: the dev-dependency gives it tls-graviola) over both
+        # transports, once per smoke dataset; short pauses, it is a smoke test.
+        t0 = time.time()
+        pair = [c for t in TRANSPORTS for c in make_contenders(["ours"], args, logdir, t)]
+        tls_runs = run_rounds(datasets, pair, argparse.Namespace(**{**vars(args), "runs": 1}),
+                              logdir, session, 0.2, tag="-tls")
+        tls_meta = {**meta, "mode": "smoke", "runs_per_contender": 1,
+                    "contenders": {"ours": pair[0].desc},
+                    "duration_s": {"datasets": 0, "runs": round(time.time() - t0)},
+                    "loadavg_1m": {"start": load_start, "end": loadavg_1m()},
+                    "tls": tls_info(args, tls_runs)}
+        unsupported = [r for r in tls_runs if "error" in r
+                       and "processor features this machine lacks" in r.get("stderr_tail", "")]
+        if unsupported:
+            # graviola cannot run on this processor: not a failure of the smoke test.
+            log("TLS smoke: graviola needs processor features this machine lacks; "
+                "the SSL runs are left out")
+            tls_runs = [r for r in tls_runs if r not in unsupported]
+            tls_meta["notes"] = tls_meta["notes"] + ["SSL runs left out: graviola cannot run "
+                                                     "on this processor"]
+        write_json(os.path.join(args.out, "tls.json"),
+                   {"meta": tls_meta, "datasets": datasets, "warmups": [], "runs": tls_runs})
+        failed += [r for r in tls_runs if "error" in r]
+
     for r in failed:
-        log(f"FAILED: {r['dataset']} {r['contender']}: {r['error']}")
+        log(f"FAILED: {r['dataset']} {r['contender']}"
+            + (f"/{r['transport']}" if r.get("transport") else "") + f": {r['error']}")
     return 1 if failed else 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Turns DIR/runs.json (written by benches/bench.py) into DIR/README.md (tables) and
-DIR/throughput.svg (grouped bar chart of median records/s), and prints the tables.
+DIR/throughput.svg (grouped bar chart of median records/s), and prints the tables. If
+DIR/tls.json (bench.py --tls) exists, README.md ends with its TLS section (also printed).
 
     python3 benches/report.py benches/results
 
@@ -49,6 +50,8 @@ def metric_values(rs, key):
             v = r["bytes"] / r["elapsed_s"] / 1e6
         elif key == "cpu_per_m":
             v = r["cpu_s"] / r["records"] * 1e6
+        elif key == "user_per_m":
+            v = r["cpu_user_s"] / r["records"] * 1e6
         elif key == "cpu_window_per_m":
             v = (r["cpu_fetch_window_s"] / r["records"] * 1e6
                  if r.get("cpu_fetch_window_s") is not None else None)
@@ -300,21 +303,307 @@ def readme(data, contenders, stats, table_lines):
     return "\n".join(L) + "\n"
 
 
+# ---------------------------------------------------------------------------- TLS mode
+
+TRANSPORTS = ("plaintext", "ssl")
+# The goal of the TLS mode: the relative TLS cost of each of our builds against each
+# librdkafka variant (records/s over TLS / records/s over PLAINTEXT, same contender, same session).
+OURS_TLS = ("ours-graviola", "ours-ring", "ours")
+RDKAFKA_TLS = ("rdkafka", "rdkafka-tuned", "rdkafka-nocrc")
+TLS_GOAL = "TLS costs us less than it costs librdkafka"
+
+
+def tls_build(data):
+    runs = data["runs"]
+    contenders = list(dict.fromkeys(r["contender"] for r in runs))
+    stats = {}
+    for ds in data["datasets"]:
+        t = ds["topic"]
+        for c in contenders:
+            for tr in TRANSPORTS:
+                rs = [r for r in ok_runs(runs, t, c) if r.get("transport") == tr]
+                st = {k: summary(metric_values(rs, k))
+                      for k in ("rec_s", "cpu_per_m", "user_per_m", "cpu_window_per_m",
+                                "broker_cpu_s", "other_cpu_s")}
+                st["failed"] = sum(1 for r in runs if r["dataset"] == t and r["contender"] == c
+                                   and r.get("transport") == tr and "error" in r)
+                stats[t, c, tr] = st
+            # TLS cost per round: the SSL run's records/s over the PLAINTEXT run's, same round.
+            by_round = {}
+            for r in ok_runs(runs, t, c):
+                by_round.setdefault(r.get("round"), {})[r.get("transport")] = r
+            pairs = [p for p in by_round.values() if "ssl" in p and "plaintext" in p]
+            per_round = [p["ssl"]["records"] / p["ssl"]["elapsed_s"]
+                         / (p["plaintext"]["records"] / p["plaintext"]["elapsed_s"]) for p in pairs]
+            # User CPU only: the TLS work (rustls, OpenSSL, SunJSSE) is user time, while the
+            # system time of a run varies with page faults and the like far more than TLS
+            # changes it (the socket reads are the same bytes plus ~0.1 % TLS framing).
+            added_per_round = [(p["ssl"]["cpu_user_s"] / p["ssl"]["records"]
+                                - p["plaintext"]["cpu_user_s"] / p["plaintext"]["records"]) * 1e6
+                               for p in pairs]
+            plain, ssl = stats[t, c, "plaintext"], stats[t, c, "ssl"]
+            stats[t, c] = {
+                "cost": (ssl["rec_s"]["median"] / plain["rec_s"]["median"]
+                         if plain["rec_s"] and ssl["rec_s"] else None),
+                "cost_rounds": summary(per_round),
+                "cpu_factor": (ssl["cpu_per_m"]["median"] / plain["cpu_per_m"]["median"]
+                               if plain["cpu_per_m"] and ssl["cpu_per_m"] else None),
+                # User CPU seconds per million records that TLS adds to the client's own.
+                "cpu_added": (ssl["user_per_m"]["median"] - plain["user_per_m"]["median"]
+                              if plain["user_per_m"] and ssl["user_per_m"] else None),
+                "cpu_added_rounds": summary(added_per_round),
+            }
+    return contenders, stats
+
+
+def tls_goal(data, contenders, stats, ds):
+    """(verdict line, per-pair lines) for one dataset, from the same session's numbers."""
+    t = ds["topic"]
+    ours = [c for c in OURS_TLS if c in contenders and stats[t, c]["cost"]]
+    rdk = [c for c in RDKAFKA_TLS if c in contenders and stats[t, c]["cost"]]
+    if not ours or not rdk:
+        return f"`{t}`: not decided (needs an ours and a librdkafka contender over both transports)", []
+    pairs = []
+    for o in ours:
+        for r in rdk:
+            so, sr = stats[t, o], stats[t, r]
+            holds = so["cost"] > sr["cost"]
+            ro, rr = so["cost_rounds"], sr["cost_rounds"]
+            if not (ro and rr and ro["n"] > 1 and rr["n"] > 1):
+                spread = "one round only, no spread to compare with"
+            elif ro["min"] > rr["max"] if holds else ro["max"] < rr["min"]:
+                spread = "beyond the run-to-run spread (per-round ranges do not overlap)"
+            else:
+                spread = "within the run-to-run spread (per-round ranges overlap)"
+            pairs.append((o, r, holds, f"{o} keeps {so['cost']:.2f} of its PLAINTEXT records/s, "
+                                      f"{r} {sr['cost']:.2f}: "
+                                      + ("holds" if holds else "does not hold") + f", {spread}"))
+    n_hold = sum(1 for p in pairs if p[2])
+    if n_hold == len(pairs):
+        verdict = "**holds**"
+    elif n_hold == 0:
+        verdict = "**does not hold**"
+    else:
+        verdict = "**holds only in part**"
+    costs = ", ".join(f"{c} {stats[t, c]['cost']:.2f}" for c in ours + rdk)
+    lines = [p[3] for p in pairs]
+    # The client's own side: CPU seconds per million records that TLS adds (absolute, so
+    # that a client with a small PLAINTEXT cost is not penalised by the ratio).
+    added = [(c, stats[t, c]["cpu_added"]) for c in ours + rdk if stats[t, c]["cpu_added"] is not None]
+    if added and any(c in ours for c, _ in added) and any(c in rdk for c, _ in added):
+        def rng(c):
+            x = stats[t, c]["cpu_added_rounds"]
+            return f" [{x['min']:+.3f}–{x['max']:+.3f}]" if x and x["n"] > 1 else ""
+        fewer = [(o, r) for o, vo in added if o in ours for r, vr in added if r in rdk and vo < vr]
+        n_pairs = sum(1 for c, _ in added if c in ours) * sum(1 for c, _ in added if c in rdk)
+        lines.append("by the client's own CPU instead (user CPU s per M records that TLS adds to "
+                     "the consumer process, medians [per-round range]: "
+                     + ", ".join(f"{c} {v:+.3f}{rng(c)}" for c, v in added) + "): ours adds less in "
+                     + f"{len(fewer)} of {n_pairs} ours/librdkafka pairs"
+                     + (f" ({', '.join(f'{o} < {r}' for o, r in fewer)})" if fewer else ""))
+    return (f"`{t}`: {verdict} ({n_hold} of {len(pairs)} ours/librdkafka pairs; records/s kept "
+            f"over TLS: {costs})", lines)
+
+
+def tls_tables(data, contenders, stats):
+    out = []
+    out.append(f"Goal: \"{TLS_GOAL}\", i.e. each of our builds keeps a larger share of its "
+               "PLAINTEXT records/s over TLS than librdkafka keeps of its own (medians of the "
+               "same session):")
+    out.append("")
+    for ds in data["datasets"]:
+        line, pairs = tls_goal(data, contenders, stats, ds)
+        out.append(f"- {line}")
+        for p in pairs:
+            out.append(f"  - {p}")
+    out.append("")
+    for ds in data["datasets"]:
+        t = ds["topic"]
+        out.append(f"### TLS: `{t}`: {ds['records']:,} records x {ds['size']} B, "
+                   f"compression {ds['compression']}")
+        out.append("")
+        out.append("| contender | records/s PLAINTEXT | records/s TLS | TLS cost: TLS / PLAINTEXT "
+                   "records/s (per round) | CPU s per M records PLAINTEXT | CPU s per M records TLS "
+                   "| TLS / PLAINTEXT CPU per record | user CPU s per M records TLS adds "
+                   "| broker CPU s PLAINTEXT / TLS | failed runs |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        above_one = False
+        for c in contenders:
+            p, q, x = stats[t, c, "plaintext"], stats[t, c, "ssl"], stats[t, c]
+            if p["rec_s"] is None and q["rec_s"] is None and not p["failed"] and not q["failed"]:
+                continue
+
+            def cpu(st):
+                v = fmt(st["cpu_per_m"], 2)
+                if st["cpu_window_per_m"]:
+                    v += f"<br>fetch window only: {fmt(st['cpu_window_per_m'], 2)}"
+                return v
+            cost = "–"
+            if x["cost"] is not None:
+                cost = f"**{x['cost']:.2f}** ({(x['cost'] - 1) * 100:+.0f} %)"
+                if x["cost_rounds"] and x["cost_rounds"]["n"] > 1:
+                    cost += f" [{x['cost_rounds']['min']:.2f}–{x['cost_rounds']['max']:.2f}]"
+            if x["cost"] is not None and x["cost"] > 1:
+                cost += " ¹"
+                above_one = True
+            factor = f"{x['cpu_factor']:.2f}" if x["cpu_factor"] is not None else "–"
+            added = "–"
+            if x["cpu_added"] is not None:
+                added = f"{x['cpu_added']:+.3f}"
+                ar = x["cpu_added_rounds"]
+                if ar and ar["n"] > 1:
+                    added += f" [{ar['min']:+.3f}–{ar['max']:+.3f}]"
+            out.append(f"| {c} | {fmt(p['rec_s'])} | {fmt(q['rec_s'])} | {cost} | {cpu(p)} | "
+                       f"{cpu(q)} | {factor} | {added} | {fmt(p['broker_cpu_s'], 1)} / "
+                       f"{fmt(q['broker_cpu_s'], 1)} | {p['failed'] + q['failed']} |")
+        if above_one:
+            out.append("")
+            out.append("¹ Above 1: this contender's PLAINTEXT runs were the slower ones; TLS did "
+                       "not make it faster. For `rdkafka` (librdkafka's defaults) this is the "
+                       "fetch back-off stall described in benches/README.md, which depends on how "
+                       "fast records arrive, so its TLS cost is not meaningful here: compare with "
+                       "`rdkafka-tuned`.")
+        rows = []
+        ours = [c for c in OURS_TLS if c in contenders]
+        peers = [c for c in ("java",) + RDKAFKA_TLS if c in contenders]
+        pairs = [(a, b) for a in ours for b in peers]
+        if "ours-graviola" in contenders and "ours-ring" in contenders:
+            pairs.append(("ours-graviola", "ours-ring"))
+        for a, b in pairs:
+            sa, sb = stats[t, a, "ssl"], stats[t, b, "ssl"]
+            if not (sa["rec_s"] and sb["rec_s"]):
+                continue
+            rr = sa["rec_s"]["median"] / sb["rec_s"]["median"]
+            cr = sa["cpu_per_m"]["median"] / sb["cpu_per_m"]["median"]
+            extra = ""
+            if sb["cpu_window_per_m"]:
+                extra = f" (vs fetch window only: {sa['cpu_per_m']['median'] / sb['cpu_window_per_m']['median']:.3g})"
+            rows.append(f"| {a} / {b} | {rr:.3g} | {cr:.3g}{extra} |")
+        if rows:
+            out.append("")
+            out.append("| ratio over TLS (medians) | records/s (>1: first faster) | "
+                       "CPU per record (<1: first cheaper) |")
+            out.append("|---|---|---|")
+            out.extend(rows)
+        out.append("")
+    return out
+
+
+def tls_section(data, contenders, stats, table_lines):
+    m = data["meta"]
+    tls = m.get("tls", {})
+    runs = data["runs"]
+    L = ["## TLS", ""]
+    mod = m.get("git_src_modified_files")
+    L.append(f"Generated by `bash scripts/bench.sh {'--smoke' if m['mode'] == 'smoke' else '--tls'}` "
+             f"on {m['date_utc']} (this repository at {m.get('git_commit')}"
+             + (f" plus uncommitted changes in {mod} file(s) under src/" if mod else "")
+             + "); raw per-run data in [`tls.json`](tls.json). Every contender reads each dataset "
+             f"over PLAINTEXT ({m['broker']['bootstrap']}) and over one-way TLS (the broker's `SSL` "
+             f"listener, {tls.get('ssl_bootstrap')}), {m['runs_per_contender']} run(s) each, the two "
+             "transports of every contender being entries of the same interleaved rotation; the "
+             "TLS cost of a contender compares its own TLS and PLAINTEXT runs of this session. "
+             "How it works: [`benches/README.md`](../README.md).")
+    L.append("")
+    L.append("### TLS: machine, load, versions")
+    L.append("")
+    L.append(f"- Machine: {m['nproc']} cores (`nproc`), {m['cpu_model']}, {m['mem_total_gib']} GiB "
+             f"RAM, Linux {m['kernel']} ({m.get('os')}); broker and consumer share the machine. "
+             f"Crypto extensions: {', '.join(tls.get('cpu_flags', [])) or '?'}.")
+    la = m.get("loadavg_1m", {})
+    before = [r["loadavg_1m_before"] for r in runs if r.get("loadavg_1m_before") is not None]
+    other = [r["other_cpu_s"] for r in runs if r.get("other_cpu_s") is not None]
+    load = f"- Load: 1-minute load average {la.get('start')} when the runs started, {la.get('end')} at the end"
+    if before:
+        load += f", {min(before):.2f}–{max(before):.2f} (median {statistics.median(before):.2f}) before the individual runs"
+    if other:
+        load += (f"; CPU used by anything but the consumer and the broker during a run: median "
+                 f"{statistics.median(other):.2f} s, max {max(other):.2f} s")
+    L.append(load + ".")
+    for n in m.get("notes") or []:
+        L.append(f"- Note: {n}")
+    L.append(f"- Broker: Apache Kafka {m['broker']['version']}, JVM `{m['broker']['jvm']}` (TLS by "
+             f"the JDK's SunJSSE), {m.get('java', ['?'])[0]}.")
+    crates = tls.get("crates", {})
+    L.append("- ours: rustls " + crates.get("rustls", "?") + ", rustls-graviola "
+             + crates.get("rustls-graviola", "?") + " (graviola " + crates.get("graviola", "?")
+             + "), ring " + crates.get("ring", "?") + f"; {m['rustc']}.")
+    for c, v in sorted(tls.get("ours_reported", {}).items()):
+        L.append(f"  - {c} reported (provider; protocol, cipher suite): {'; '.join(v)}")
+    rdk = m.get("librdkafka")
+    if isinstance(rdk, dict):
+        L.append(f"- librdkafka {rdk['librdkafka']} (rdkafka crate {rdk['rdkafka_crate']}, built "
+                 f"from source with the `ssl` feature; builtin.features {rdk['builtin_features']}), "
+                 f"{tls.get('openssl') or 'OpenSSL ?'} (system library, dynamically linked).")
+    if tls.get("broker_with_openssl_client"):
+        L.append("- The broker with an OpenSSL client (`openssl s_client`, as librdkafka): "
+                 + "; ".join(l.strip() for l in tls["broker_with_openssl_client"].splitlines()) + ".")
+    L.append("- Contenders:")
+    for c, d in m["contenders"].items():
+        L.append(f"  - **{c}**: {d}")
+    L.append("- Security settings over TLS: ours `security.protocol=SSL`, `ssl.truststore.type=PEM`, "
+             "`ssl.truststore.location=<ca.pem>`; java the same in its consumer config; librdkafka "
+             "`security.protocol=ssl`, `ssl.ca.location=<ca.pem>`. Hostname verification on "
+             "(every client's default; the certificate's SAN has 127.0.0.1). Fetch settings as above.")
+    d = m.get("duration_s", {})
+    L.append(f"- Time taken: datasets check/produce {d.get('datasets')} s, runs {d.get('runs')} s.")
+    L.append("")
+    L.append("### TLS: results")
+    L.append("")
+    L.append("Each cell: median [min–max] over the successful runs. TLS cost: median records/s over "
+             "TLS / median over PLAINTEXT of the same contender (1.00: TLS is free), with the range "
+             "of the per-round ratios. CPU: user+system CPU of the consumer process; *user CPU s per "
+             "M records TLS adds*: median user CPU per M records over TLS minus over PLAINTEXT "
+             "[range of the per-round differences], user time only because that is where the TLS "
+             "work runs, while system time varies between runs far more than TLS changes it.")
+    L.append("")
+    L.append("Reading the TLS cost: over TLS the broker encrypts every byte it sends (no `sendfile`), "
+             "in its JVM on the same 2 cores, so every contender's TLS records/s is capped by what "
+             "the broker can encrypt. A contender already limited by its own CPU below that cap "
+             "(librdkafka, Java on 100-byte records) loses little records/s to TLS; one that reads "
+             "faster than the cap loses more. The ratio therefore says how close a client was to "
+             "the broker's TLS ceiling as much as what TLS costs it; the client's own cost is the "
+             "user CPU it adds per record (the column before the broker's, and the last line of "
+             "each goal verdict).")
+    L.append("")
+    L.extend(table_lines)
+    return L
+
+
 def main():
     if len(sys.argv) != 2:
-        print("usage: report.py DIR (containing runs.json)", file=sys.stderr)
+        print("usage: report.py DIR (containing runs.json and/or tls.json)", file=sys.stderr)
         return 2
     d = sys.argv[1]
-    with open(os.path.join(d, "runs.json")) as f:
-        data = json.load(f)
-    contenders, stats = build(data)
-    tl = tables(data, contenders, stats)
+    runs_path, tls_path = os.path.join(d, "runs.json"), os.path.join(d, "tls.json")
+    if not os.path.exists(runs_path) and not os.path.exists(tls_path):
+        print(f"report.py: neither {runs_path} nor {tls_path} exists", file=sys.stderr)
+        return 2
+    text = ""
+    if os.path.exists(runs_path):
+        with open(runs_path) as f:
+            data = json.load(f)
+        contenders, stats = build(data)
+        tl = tables(data, contenders, stats)
+        text = readme(data, contenders, stats, tl)
+        with open(os.path.join(d, "throughput.svg"), "w") as f:
+            f.write(svg_chart(data, contenders, stats))
+        print("\n".join(tl))
+    wrote = [f"{d}/README.md"] + ([f"{d}/throughput.svg"] if text else [])
+    if os.path.exists(tls_path):
+        with open(tls_path) as f:
+            tdata = json.load(f)
+        tcontenders, tstats = tls_build(tdata)
+        ttl = tls_tables(tdata, tcontenders, tstats)
+        if not text:
+            text = ("# Consumer throughput over TLS: kafka-consumer vs Java vs librdkafka\n\n"
+                    "No plaintext results (runs.json) here.\n")
+        text += "\n" + "\n".join(tls_section(tdata, tcontenders, tstats, ttl)) + "\n"
+        print("\n".join(ttl))
     with open(os.path.join(d, "README.md"), "w") as f:
-        f.write(readme(data, contenders, stats, tl))
-    with open(os.path.join(d, "throughput.svg"), "w") as f:
-        f.write(svg_chart(data, contenders, stats))
-    print("\n".join(tl))
-    print(f"report.py: wrote {d}/README.md, {d}/throughput.svg (raw data {d}/runs.json)")
+        f.write(text)
+    raw = [p for p in (runs_path, tls_path) if os.path.exists(p)]
+    print(f"report.py: wrote {', '.join(wrote)} (raw data in {', '.join(raw)})")
     return 0
 
 

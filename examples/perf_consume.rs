@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release --example perf_consume
-//! target/release/examples/perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc] [--set KEY=VALUE]...
+//! target/release/examples/perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc] [--tls-info] [--set KEY=VALUE]...
 //! ```
 //!
 //! Assigns every partition of TOPIC (`partitions_for`), seeks to the beginning and polls
@@ -14,8 +14,16 @@
 //! the benchmark uses the same ones. `--no-crc` sets `check.crcs=false`; `--set KEY=VALUE`
 //! sets any other consumer property (for experiments, e.g. `--set fetch.buffer.bytes=33554432`).
 //!
+//! `--tls-info` adds `"tls":"PROVIDER; VERSION, SUITE"` to the JSON line (or `"tls":""` over
+//! plain TCP): the crypto provider this build chose and what the first TLS connection
+//! negotiated, taken from the crate's debug log messages by a minimal logger that passes
+//! nothing else on. The benchmark's `--tls` mode uses it to record which provider ran.
+//! (The example build itself gets the dev-dependency's features, `tls-graviola` among them;
+//! `benches/ours-tls/` builds this file with exactly one provider.)
+//!
 //! Exits 1 (after printing the JSON line with what it got) if no record arrives for 60 s.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kafka_consumer::{Consumer, ConsumerConfig};
@@ -30,6 +38,10 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let no_crc = args.iter().any(|a| a == "--no-crc");
+    let tls_info = args.iter().any(|a| a == "--tls-info");
+    if tls_info {
+        TlsInfo::install();
+    }
     let mut sets = Vec::new();
     let mut positional = Vec::new();
     let mut it = args.iter();
@@ -44,7 +56,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     if positional.len() != 3 {
         return Err(
-            "usage: perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc] [--set KEY=VALUE]..."
+            "usage: perf_consume BOOTSTRAP TOPIC EXPECTED_RECORDS [--no-crc] [--tls-info] \
+             [--set KEY=VALUE]..."
                 .into(),
         );
     }
@@ -93,7 +106,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     // On success this is the poll that returned the last record.
     let elapsed = last_record.duration_since(started).as_secs_f64();
-    println!("{{\"records\":{records},\"bytes\":{bytes},\"elapsed_s\":{elapsed:.6}}}");
+    let tls = if tls_info {
+        format!(
+            ",\"tls\":\"{}\"",
+            TlsInfo::summary().replace(['"', '\\'], "'")
+        )
+    } else {
+        String::new()
+    };
+    println!("{{\"records\":{records},\"bytes\":{bytes},\"elapsed_s\":{elapsed:.6}{tls}}}");
     consumer.close()?;
     if records < expected {
         return Err(format!(
@@ -103,4 +124,65 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     Ok(())
+}
+
+/// `--tls-info`: keeps the crate's debug messages that name the TLS crypto provider and the
+/// first negotiated session (module `kafka_consumer::io::tls`), drops everything else.
+struct TlsInfo {
+    provider: Mutex<Option<String>>,
+    session: Mutex<Option<String>>,
+}
+
+static TLS_INFO: TlsInfo = TlsInfo {
+    provider: Mutex::new(None),
+    session: Mutex::new(None),
+};
+
+impl TlsInfo {
+    fn install() {
+        if log::set_logger(&TLS_INFO).is_ok() {
+            log::set_max_level(log::LevelFilter::Debug);
+        }
+    }
+
+    /// `"PROVIDER; VERSION, SUITE"`, or `""` if no TLS connection was made.
+    fn summary() -> String {
+        let provider = TLS_INFO.provider.lock().unwrap().clone();
+        let session = TLS_INFO.session.lock().unwrap().clone();
+        match (provider, session) {
+            (None, None) => String::new(),
+            (p, s) => format!(
+                "{}; {}",
+                p.as_deref().unwrap_or("?"),
+                s.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+}
+
+impl log::Log for TlsInfo {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Debug && m.target().starts_with("kafka_consumer::io::tls")
+    }
+
+    fn log(&self, r: &log::Record) {
+        if !self.enabled(r.metadata()) {
+            return;
+        }
+        let msg = r.args().to_string();
+        // "TLS: crypto provider NAME" and "TLS with HOST: Some(VERSION), Some(SUITE)".
+        if let Some(name) = msg.strip_prefix("TLS: crypto provider ") {
+            self.provider
+                .lock()
+                .unwrap()
+                .get_or_insert_with(|| name.to_owned());
+        } else if let Some(rest) = msg.strip_prefix("TLS with ") {
+            if let Some((_, session)) = rest.split_once(": ") {
+                let session = session.replace("Some(", "").replace(')', "");
+                self.session.lock().unwrap().get_or_insert(session);
+            }
+        }
+    }
+
+    fn flush(&self) {}
 }

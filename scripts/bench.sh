@@ -6,13 +6,21 @@
 #   bash scripts/bench.sh            full run: 6 datasets x 7 contenders x 3 runs; results
 #                                    in benches/results/ (README.md, throughput.svg, runs.json)
 #   bash scripts/bench.sh --smoke    tiny datasets, ours and java once each, no rdkafka
-#                                    build; results in target/bench-smoke/; exits non-zero if
-#                                    any contender did not read its dataset in full
+#                                    build, plus ours over TLS (SSL listener) and PLAINTEXT
+#                                    once each; results in target/bench-smoke/; exits non-zero
+#                                    if any contender did not read its dataset in full
+#   bash scripts/bench.sh --tls      TLS mode: 2 datasets (100 B none, 1 KiB lz4) x 5
+#                                    contenders x {PLAINTEXT, SSL} x 3 runs; results in
+#                                    benches/results/ (tls.json, TLS section of README.md)
 #
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
 #   BENCH_CONTENDERS   comma-separated subset of ours,ours-nocrc,ours-zstd-native,java,rdkafka,
-#                      rdkafka-nocrc,rdkafka-tuned
+#                      rdkafka-nocrc,rdkafka-tuned; with --tls of ours-graviola,ours-ring,java,
+#                      rdkafka,rdkafka-tuned (the default), rdkafka-nocrc, ours
+#   BENCH_NOTE         a note for the report (e.g. on the machine's load)
+#   BENCH_OUT          where the results go instead (e.g. a second TLS session kept apart
+#                      from benches/results/)
 #
 # The benchmark broker is separate from the test broker: KAFKA_RUN_DIR=target/kafka/bench,
 # port 29092 (controller 29093), KAFKA_KEEP_DATA=1 so the datasets, produced once, survive
@@ -21,10 +29,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 SMOKE=0
+TLS=0
 case "${1:-}" in
   "") ;;
   --smoke) SMOKE=1 ;;
-  *) echo "usage: $0 [--smoke]" >&2; exit 2 ;;
+  --tls) TLS=1 ;;
+  *) echo "usage: $0 [--smoke|--tls]" >&2; exit 2 ;;
 esac
 
 for tool in cargo java python3; do
@@ -41,28 +51,54 @@ if (( SMOKE )); then
   OUT=target/bench-smoke
   RUNS="${BENCH_RUNS:-1}"
   CONTENDERS="${BENCH_CONTENDERS:-ours,java}"
+elif (( TLS )); then
+  OUT=benches/results
+  RUNS="${BENCH_RUNS:-3}"
+  CONTENDERS="${BENCH_CONTENDERS:-ours-graviola,ours-ring,java,rdkafka,rdkafka-tuned}"
 else
   OUT=benches/results
   RUNS="${BENCH_RUNS:-3}"
   CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned}"
 fi
+OUT="${BENCH_OUT:-$OUT}"
 EXTRA=()
 (( SMOKE )) && EXTRA+=(--smoke)
+(( TLS )) && EXTRA+=(--tls)
+if [[ -n "${BENCH_NOTE:-}" ]]; then EXTRA+=(--note "$BENCH_NOTE"); fi
 mkdir -p target
 
+# The example build also speaks TLS (graviola): examples get the dev-dependencies, and the
+# crate's dev-dependency on itself enables tls-graviola. It reads the warm-up in every mode.
 echo "bench.sh: building examples/perf_consume (release)" >&2
 cargo build --release --quiet --example perf_consume
 if [[ ",$CONTENDERS," == *,ours-zstd-native,* ]]; then
   echo "bench.sh: building examples/perf_consume with --features zstd-native (libzstd)" >&2
   cargo build --release --quiet --example perf_consume --features zstd-native --target-dir target/zstd-native
 fi
+# ours-graviola, ours-ring: examples/perf_consume.rs with exactly one crypto provider, built
+# by benches/ours-tls (an example build would get tls-graviola too, from the dev-dependency),
+# with the root crate's dependency versions.
+for provider in graviola ring; do
+  if [[ ",$CONTENDERS," == *,ours-$provider,* ]]; then
+    echo "bench.sh: building examples/perf_consume with --features tls-$provider only (benches/ours-tls)" >&2
+    cp Cargo.lock benches/ours-tls/Cargo.lock
+    cargo build --release --quiet --manifest-path benches/ours-tls/Cargo.toml \
+      --features "tls-$provider" --target-dir "target/tls-$provider"
+  fi
+done
 
 if [[ ",$CONTENDERS," == *,rdkafka* ]]; then
-  echo "bench.sh: building benches/rdkafka (librdkafka from source; minutes the first time)" >&2
-  if ! cargo build --release --quiet --manifest-path benches/rdkafka/Cargo.toml \
-      >target/bench-rdkafka-build.log 2>&1; then
-    tail -n 40 target/bench-rdkafka-build.log >&2
-    echo "bench.sh: WARNING: the rdkafka contender does not build (log: target/bench-rdkafka-build.log); running without it" >&2
+  # The TLS mode's librdkafka has OpenSSL (the bench crate's `ssl` feature, own target dir).
+  RDK_BUILD=(--manifest-path benches/rdkafka/Cargo.toml)
+  RDK_LOG=target/bench-rdkafka-build.log
+  if (( TLS )); then
+    RDK_BUILD+=(--features ssl --target-dir target/rdkafka-ssl)
+    RDK_LOG=target/bench-rdkafka-ssl-build.log
+  fi
+  echo "bench.sh: building benches/rdkafka ${RDK_BUILD[*]:2} (librdkafka from source; minutes the first time)" >&2
+  if ! cargo build --release --quiet "${RDK_BUILD[@]}" >"$RDK_LOG" 2>&1; then
+    tail -n 40 "$RDK_LOG" >&2
+    echo "bench.sh: WARNING: the rdkafka contender does not build (log: $RDK_LOG); running without it" >&2
     CONTENDERS="$(tr ',' '\n' <<<"$CONTENDERS" | grep -v '^rdkafka' | paste -sd, -)"
     EXTRA+=(--note "rdkafka contender left out: benches/rdkafka failed to build")
   fi
@@ -79,6 +115,23 @@ fi
 KAFKA_VERSION_USED="$(sed -n 's/^version=//p' "$BENCH_RUN_DIR/broker.info")"
 echo "bench.sh: benchmark broker (Kafka $KAFKA_VERSION_USED) at $BOOTSTRAP; contenders $CONTENDERS; $RUNS run(s) each" >&2
 
+# The broker's SSL listener (PORT+10, certificate signed by certs/ca.pem), from broker.info.
+SSL_BOOTSTRAP="$(sed -n 's/^ssl=//p' "$BENCH_RUN_DIR/broker.info")"
+CERTS="$(sed -n 's/^certs=//p' "$BENCH_RUN_DIR/broker.info")"
+if [[ -n "$SSL_BOOTSTRAP" && -s "$CERTS/ca.pem" ]]; then
+  if (( TLS || SMOKE )); then
+    EXTRA+=(--ssl-bootstrap "$SSL_BOOTSTRAP" --ca "$CERTS/ca.pem")
+    echo "bench.sh: SSL listener at $SSL_BOOTSTRAP (CA $CERTS/ca.pem)" >&2
+  fi
+  (( SMOKE )) && EXTRA+=(--tls-smoke)
+elif (( TLS )); then
+  echo "bench.sh: the benchmark broker has no SSL listener (started by an older scripts/broker.sh?);" \
+    "restart it: KAFKA_RUN_DIR=$BENCH_RUN_DIR KAFKA_PORT=29092 KAFKA_CONTROLLER_PORT=29093 scripts/broker.sh stop" >&2
+  exit 1
+elif (( SMOKE )); then
+  echo "bench.sh: WARNING: the benchmark broker has no SSL listener; skipping the TLS smoke run" >&2
+fi
+
 rc=0
 stamp="$(mktemp)"
 python3 benches/bench.py --bootstrap "$BOOTSTRAP" --libs "$LIBS" --run-dir "$BENCH_RUN_DIR" \
@@ -87,7 +140,9 @@ python3 benches/bench.py --bootstrap "$BOOTSTRAP" --libs "$LIBS" --run-dir "$BEN
   --broker-jvm "${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -XX:MaxGCPauseMillis=20" \
   "${EXTRA[@]}" || rc=$?
 
-if [[ "$OUT/runs.json" -nt "$stamp" ]]; then
+RESULT="$OUT/runs.json"
+(( TLS )) && RESULT="$OUT/tls.json"
+if [[ "$RESULT" -nt "$stamp" ]]; then
   python3 benches/report.py "$OUT"
 fi
 rm -f "$stamp"
