@@ -357,7 +357,12 @@ fn a_read_across_several_reauthentications_delivers_every_record_once() {
 /// (Linux `/proc/net/tcp`): only this test connects to it.
 fn client_ports(offset: u16) -> BTreeSet<u16> {
     let remote = listener(offset);
-    let port: u16 = remote.rsplit_once(':').expect("port").1.parse().expect("port");
+    let port: u16 = remote
+        .rsplit_once(':')
+        .expect("port")
+        .1
+        .parse()
+        .expect("port");
     let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
     table
         .lines()
@@ -401,7 +406,10 @@ fn a_blocking_call_fails_with_the_authentication_error_not_at_its_timeout() {
         &[
             ("security.protocol", "SASL_PLAINTEXT"),
             ("sasl.mechanism", "PLAIN"),
-            ("sasl.jaas.config", &jaas("plain.PlainLoginModule", "alice", "wrong")),
+            (
+                "sasl.jaas.config",
+                &jaas("plain.PlainLoginModule", "alice", "wrong"),
+            ),
             ("default.api.timeout.ms", "60000"),
         ],
     );
@@ -409,7 +417,11 @@ fn a_blocking_call_fails_with_the_authentication_error_not_at_its_timeout() {
     let start = Instant::now();
     let e = c.partitions_for("any-topic").expect_err("refused login");
     assert_eq!(e.kind(), ErrorKind::Authentication, "{e}");
-    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
     c.close().expect("close");
 }
 

@@ -1562,7 +1562,6 @@ fn new_member_id(seed: &[u8; 16], jitter: &mut dyn Jitter) -> String {
     crate::sasl::base64::encode_url(&bytes)
 }
 
-
 #[cfg(test)]
 #[path = "consumer_tests.rs"]
 mod tests;

@@ -698,9 +698,7 @@ impl Conn {
             log::debug!("{}: waiting for an OAUTHBEARER token", self.route);
             return Ok(());
         };
-        let req = auth
-            .start(versions)
-            .map_err(|e| self.auth_failure(e))?;
+        let req = auth.start(versions).map_err(|e| self.auth_failure(e))?;
         log::debug!(
             "{}: SASL {} {}",
             self.route,
@@ -718,7 +716,14 @@ impl Conn {
 
     /// Queues one of the authenticator's requests (the connection's own: no tag).
     fn queue_sasl(&mut self, req: &SaslRequest, deadline: Instant) {
-        self.queue(req.api_key, req.version, req.flexible, &req.body, None, deadline);
+        self.queue(
+            req.api_key,
+            req.version,
+            req.flexible,
+            &req.body,
+            None,
+            deadline,
+        );
     }
 
     /// An OAUTHBEARER token arrived: a connection waiting for one logs in now.
