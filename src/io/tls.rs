@@ -1962,37 +1962,6 @@ mod tests {
         assert!(server.join().unwrap().is_err());
     }
 
-    /// Throughput, broker to client (run with `--release -- --ignored --nocapture`).
-    #[test]
-    #[ignore]
-    fn throughput() {
-        const LEN: usize = 256 * MIB;
-        let config_s = server_config(false);
-        let (addr, server) = serve(move |sock| {
-            let conn = rustls::ServerConnection::new(config_s).map_err(|e| e.to_string())?;
-            let mut tls = rustls::StreamOwned::new(conn, sock);
-            let chunk = pattern(MIB, 3);
-            for _ in 0..LEN / MIB {
-                tls.write_all(&chunk).map_err(|e| e.to_string())?;
-            }
-            tls.conn.send_close_notify();
-            tls.flush().map_err(|e| e.to_string())?;
-            Ok(())
-        });
-        let config = client_config(&trusting(CA)).unwrap();
-        let started = Instant::now();
-        let got = run_client(addr, &config, "localhost", b"").unwrap();
-        let secs = started.elapsed().as_secs_f64();
-        assert_eq!(got.len(), LEN);
-        eprintln!(
-            "{}: {} MiB in {secs:.2} s: {:.0} MiB/s",
-            provider_name(),
-            LEN / MIB,
-            (LEN / MIB) as f64 / secs
-        );
-        server.join().unwrap().unwrap();
-    }
-
     #[test]
     fn mutual_tls_round_trip_and_missing_client_certificate() {
         let (addr, server) = serve(tls_server(server_config(true)));
