@@ -79,7 +79,7 @@ use crate::group::assignor::{
 };
 use crate::group::commit::Identity;
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{CallbackKind, CallbackToken, MemberEvent, Subscription};
+use crate::group::member::{impl_member, CallbackKind, CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
 use crate::protocol::api::join_group::{
@@ -314,6 +314,8 @@ pub(crate) struct ClassicMember {
     /// The problem last reported with a non-fatal error (one report per streak).
     reported: Option<String>,
 }
+
+impl_member!(ClassicMember);
 
 impl ClassicMember {
     /// A member with no subscription yet.

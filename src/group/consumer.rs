@@ -73,7 +73,7 @@ use crate::error::Error;
 use crate::group::classic::{member_transmit, millis};
 use crate::group::commit::Identity;
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{CallbackKind, CallbackToken, MemberEvent, Subscription};
+use crate::group::member::{impl_member, CallbackKind, CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
@@ -295,6 +295,8 @@ pub(crate) struct ConsumerMember {
     /// The problem last reported with a non-fatal error (one report per streak).
     reported: Option<String>,
 }
+
+impl_member!(ConsumerMember);
 
 impl ConsumerMember {
     /// A member with no subscription yet, and a fresh member id.

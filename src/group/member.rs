@@ -15,10 +15,126 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::time::Instant;
 
+use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::group::commit::Identity;
+use crate::group::coordinator::Coordinator;
+use crate::link::{Failure, Links, Transmit};
 use crate::types::TopicPartition;
+
+/// A group member of either protocol, as the group component drives it. Sans-IO: every
+/// call takes the clock, and what to send comes out of `poll_transmit`.
+pub(crate) trait Member: Send {
+    /// Replaces the subscription (joins when not in the group).
+    fn subscribe(&mut self, sub: Subscription, now: Instant);
+    /// Leaves the group; [`MemberEvent::Left`] follows.
+    fn leave(&mut self, now: Instant);
+    /// The user thread finished callback `token`.
+    fn callback_done(&mut self, token: CallbackToken, now: Instant);
+    /// The last instant the application called poll.
+    fn user_polled(&mut self, at: Instant);
+    /// The next event for the rest of the consumer.
+    fn poll_event(&mut self) -> Option<MemberEvent>;
+    /// Whether the member stopped for good (its error was emitted).
+    fn is_fatal(&self) -> bool;
+    /// The next request to send, if any.
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) -> Option<Transmit>;
+    /// Applies the answer to request `id`.
+    #[allow(clippy::too_many_arguments)]
+    fn handle_response(
+        &mut self,
+        id: u64,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    );
+    /// Request `id` got no answer (its link closed or it timed out).
+    fn handle_failure(
+        &mut self,
+        id: u64,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    );
+    /// Time passed.
+    fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster);
+    /// The next instant `handle_timeout` (or `poll_transmit`) has something to do.
+    fn poll_timeout(&self, now: Instant) -> Option<Instant>;
+}
+
+/// Implements [`Member`] by the member's inherent methods of the same names.
+macro_rules! impl_member {
+    ($t:ty) => {
+        impl $crate::group::member::Member for $t {
+            fn subscribe(&mut self, sub: $crate::group::member::Subscription, now: Instant) {
+                <$t>::subscribe(self, sub, now)
+            }
+            fn leave(&mut self, now: Instant) {
+                <$t>::leave(self, now)
+            }
+            fn callback_done(&mut self, token: $crate::group::member::CallbackToken, now: Instant) {
+                <$t>::callback_done(self, token, now)
+            }
+            fn user_polled(&mut self, at: Instant) {
+                <$t>::user_polled(self, at)
+            }
+            fn poll_event(&mut self) -> Option<$crate::group::member::MemberEvent> {
+                <$t>::poll_event(self)
+            }
+            fn is_fatal(&self) -> bool {
+                <$t>::is_fatal(self)
+            }
+            fn poll_transmit(
+                &mut self,
+                now: Instant,
+                links: &mut Links,
+                coordinator: &mut Coordinator,
+                cluster: &mut Cluster,
+            ) -> Option<Transmit> {
+                <$t>::poll_transmit(self, now, links, coordinator, cluster)
+            }
+            fn handle_response(
+                &mut self,
+                id: u64,
+                version: i16,
+                body: &[u8],
+                now: Instant,
+                links: &mut Links,
+                coordinator: &mut Coordinator,
+                cluster: &mut Cluster,
+            ) {
+                <$t>::handle_response(self, id, version, body, now, links, coordinator, cluster)
+            }
+            fn handle_failure(
+                &mut self,
+                id: u64,
+                failure: &Failure,
+                now: Instant,
+                coordinator: &mut Coordinator,
+            ) {
+                <$t>::handle_failure(self, id, failure, now, coordinator)
+            }
+            fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
+                <$t>::handle_timeout(self, now, cluster)
+            }
+            fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+                <$t>::poll_timeout(self, now)
+            }
+        }
+    };
+}
+pub(crate) use impl_member;
 
 /// Names one rebalance callback the member waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
