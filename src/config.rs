@@ -833,21 +833,7 @@ impl ConsumerConfig {
 
     /// The configured assignors, in order.
     pub(crate) fn assignors(&self) -> Result<Vec<Box<dyn crate::group::assignor::Assignor>>> {
-        if self.assignment_strategy.is_empty() {
-            return Err(Error::config(
-                "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
-            ));
-        }
-        self.assignment_strategy
-            .iter()
-            .map(|name| {
-                crate::group::assignor::assignor_by_name(name).ok_or_else(|| {
-                    Error::config(format!(
-                        "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
-                    ))
-                })
-            })
-            .collect()
+        crate::group::assignor::by_names(&self.assignment_strategy)
     }
 
     /// Checks that the settings can work together; the error names the setting and why.

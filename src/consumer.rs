@@ -272,6 +272,9 @@ impl Consumer {
 
     fn send(&mut self, c: Command) -> Result<()> {
         self.check_open()?;
+        if !matches!(c, Command::CallbackDone { .. }) {
+            self.flush_assignment()?;
+        }
         self.io.send(c).map_err(|e| {
             // The thread is gone: say why if it told us.
             self.drain();
@@ -301,6 +304,14 @@ impl Consumer {
     /// Makes `partitions` the assignment: the fetcher's, and the one `poll` returns records
     /// of (by `assign`, or by the group member after a rebalance callback).
     fn set_owned(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.own(partitions)?;
+        let list = self.fetch_list();
+        self.send(Command::Assign(list))
+    }
+
+    /// Makes `partitions` the assignment on this side (new ones get a position epoch);
+    /// the I/O thread learns it from [`fetch_list`](Consumer::fetch_list).
+    pub(crate) fn own(&mut self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
         let mut seen = HashSet::new();
         let wanted: Vec<TopicPartition> = partitions
@@ -314,34 +325,37 @@ impl Consumer {
             }
         }
         self.parts.retain(|tp, _| seen.contains(tp));
-        let mut list = Vec::with_capacity(wanted.len());
         for tp in &wanted {
-            let epoch = match self.parts.get(tp) {
-                Some(p) => p.epoch,
-                None => {
-                    let e = self.epoch();
-                    self.parts.insert(
-                        tp.clone(),
-                        UserPart {
-                            epoch: e,
-                            position: None,
-                            leader_epoch: None,
-                            target: SeekTo::Default,
-                            paused: false,
-                            stuck: None,
-                            end_offset: None,
-                        },
-                    );
-                    e
-                }
-            };
-            list.push((tp.clone(), epoch, SeekTo::Default));
+            if !self.parts.contains_key(tp) {
+                let epoch = self.epoch();
+                self.parts.insert(
+                    tp.clone(),
+                    UserPart {
+                        epoch,
+                        position: None,
+                        leader_epoch: None,
+                        target: SeekTo::Default,
+                        paused: false,
+                        stuck: None,
+                        end_offset: None,
+                    },
+                );
+            }
         }
         self.queue.retain(|(c, _)| seen.contains(&c.tp));
         self.errors
             .retain(|e| e.partition().is_none_or(|tp| seen.contains(tp)));
         self.assignment = wanted;
-        self.send(Command::Assign(list))
+        Ok(())
+    }
+
+    /// The assignment as the fetcher takes it: each partition with its position epoch and
+    /// where to start (a partition whose epoch the fetcher has keeps its state).
+    pub(crate) fn fetch_list(&self) -> Vec<(TopicPartition, PositionEpoch, SeekTo)> {
+        self.assignment
+            .iter()
+            .filter_map(|tp| self.parts.get(tp).map(|p| (tp.clone(), p.epoch, p.target)))
+            .collect()
     }
 
     /// The partitions currently assigned, in the order given to [`assign`](Consumer::assign).
@@ -705,6 +719,7 @@ impl Consumer {
     pub fn position(&mut self, tp: &TopicPartition) -> Result<i64> {
         self.check_open()?;
         self.take_wakeup()?;
+        self.flush_assignment()?;
         let deadline = deadline_after(self.cfg.default_api_timeout);
         loop {
             let p = self.parts.get(tp).ok_or_else(|| Self::not_assigned(tp))?;

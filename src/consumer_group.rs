@@ -3,12 +3,16 @@
 //!
 //! The member runs on the I/O thread; every change of this consumer's partitions comes from
 //! it as a rebalance event, which `poll` turns into a listener call on this thread and then
-//! answers (`CallbackDone`), after the new assignment was handed to the fetcher.
+//! answers with one message (`CallbackDone`), which carries the assignment it ends with:
+//! the group component hands that to the fetcher and the commits.
 //!
 //! Invariants:
-//! 1. A rebalance event is answered only after its listener method returned (or panicked)
-//!    and after the assignment it ends with was sent to the I/O thread: the member never
-//!    releases a partition whose revocation callback has not run.
+//! 1. A rebalance event is answered only after its listener method returned (or panicked),
+//!    and the answer carries the assignment it ends with: the member never releases a
+//!    partition whose revocation callback has not run.
+//! 4. Inside `on_partitions_assigned`, the new assignment reaches the I/O thread before any
+//!    other command of the listener's (a seek, a pause, a commit) and before `position`
+//!    waits for the fetcher, so they apply to the new partitions.
 //! 2. Revoked and lost partitions leave the assignment after their callback, and their
 //!    buffered records and errors go with them: `poll` never returns them afterwards.
 //! 3. Auto-commit commits only positions `poll` has returned, and never lost partitions.
@@ -53,6 +57,9 @@ pub(crate) struct GroupState {
     pub in_callback: bool,
     /// The next periodic auto-commit.
     pub next_auto_commit: Option<Instant>,
+    /// An assigned callback is running and the I/O thread has not been told the new
+    /// assignment yet (invariant 4).
+    pub assignment_unsent: bool,
 }
 
 impl Consumer {
@@ -237,12 +244,12 @@ impl Consumer {
             }
             let outcome = match cb.kind {
                 CallbackKind::Revoked => {
-                    // As Java: no more fetches for them and their buffered records go
-                    // (positions stay, for the commit and the listener).
-                    self.stop_fetching(&cb.partitions)?;
+                    // As Java: their buffered records go (the group component stopped
+                    // their fetches); positions stay, for the commit and the listener.
+                    self.drop_buffered(&cb.partitions);
                     self.auto_commit_sync("before revoking partitions");
                     let r = self.call_listener(cb.kind, &cb.partitions);
-                    self.set_owned(&cb.owned)?;
+                    self.own(&cb.owned)?;
                     r
                 }
                 CallbackKind::Lost => {
@@ -251,12 +258,15 @@ impl Consumer {
                     } else {
                         self.call_listener(cb.kind, &cb.partitions)
                     };
-                    self.set_owned(&cb.owned)?;
+                    self.own(&cb.owned)?;
                     r
                 }
                 CallbackKind::Assigned => {
-                    self.set_owned(&cb.owned)?;
-                    self.call_listener(cb.kind, &cb.partitions)
+                    self.own(&cb.owned)?;
+                    self.group.assignment_unsent = true;
+                    let r = self.call_listener(cb.kind, &cb.partitions);
+                    self.group.assignment_unsent = false;
+                    r
                 }
             };
             log::info!(
@@ -266,7 +276,11 @@ impl Consumer {
                 cb.partitions.len(),
                 cb.owned.len()
             );
-            self.send(Command::CallbackDone(cb.token))?;
+            let assignment = self.fetch_list();
+            self.send(Command::CallbackDone {
+                token: cb.token,
+                assignment,
+            })?;
             if let Err(e) = outcome {
                 first_panic.get_or_insert(e);
             }
@@ -274,12 +288,20 @@ impl Consumer {
         first_panic.map_or(Ok(()), Err)
     }
 
-    /// Stops fetching `partitions` and drops their buffered records, keeping their
-    /// positions: they are about to be revoked.
-    fn stop_fetching(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+    /// Drops the buffered records of `partitions`, which are about to be revoked.
+    fn drop_buffered(&mut self, partitions: &[TopicPartition]) {
         let set: std::collections::HashSet<&TopicPartition> = partitions.iter().collect();
         self.queue.retain(|(c, _)| !set.contains(&c.tp));
-        self.send(Command::Pause(partitions.to_vec()))
+    }
+
+    /// Sends the assignment an assigned callback set up, if the I/O thread does not have it
+    /// yet (invariant 4): before a command of the listener's, or a wait for the fetcher.
+    pub(crate) fn flush_assignment(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.group.assignment_unsent) {
+            let list = self.fetch_list();
+            self.send(Command::Assign(list))?;
+        }
+        Ok(())
     }
 
     /// Calls the listener's method for `kind`, if there is a listener. A panic is caught

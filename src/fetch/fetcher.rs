@@ -49,7 +49,7 @@ use crate::error::{Error, ErrorKind};
 use crate::fetch::chunk::{build_chunk, Chunk, FetchedFrame, PartitionInput, Stop};
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::fetch::session::{FetchSession, WantedPartition};
-use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
+use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::protocol::api::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic,
 };
@@ -786,6 +786,14 @@ impl Fetcher {
                     }
                 }
             }
+        }
+    }
+
+    /// A link could not be opened: a fetch link to a preferred read replica means reading
+    /// from the leader instead.
+    pub fn link_failed(&mut self, route: Route) {
+        if let (Peer::Node(node), Lane::Fetch) = (route.peer, route.lane) {
+            self.replica_unreachable(node);
         }
     }
 

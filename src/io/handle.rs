@@ -69,9 +69,12 @@ pub(crate) enum Command {
     Cancel(u64),
     /// Join the group with this subscription (or change it).
     Subscribe(Subscription),
-    /// The rebalance callback `token` ran on the user thread (its partition changes were
-    /// sent before this, as an `Assign`).
-    CallbackDone(CallbackToken),
+    /// The rebalance callback `token` ran on the user thread, which now owns `assignment`
+    /// (each partition with its position epoch and where to start).
+    CallbackDone {
+        token: CallbackToken,
+        assignment: Vec<(TopicPartition, PositionEpoch, SeekTo)>,
+    },
     /// Leave the group (the user thread already gave the partitions up); answered once the
     /// LeaveGroup is done.
     Leave { reply: Sender<()> },
@@ -101,7 +104,7 @@ pub(crate) enum Event {
     /// Asynchronous commit `id` finished.
     CommitDone { id: u64, result: Result<()> },
     /// Run a rebalance callback for `partitions`, make `owned` the assignment, then send
-    /// [`Command::CallbackDone`].
+    /// [`Command::CallbackDone`] with it.
     Rebalance {
         token: CallbackToken,
         kind: CallbackKind,

@@ -10,11 +10,12 @@
 //!                                    [sleep until the earliest component/link/socket deadline]
 //! ```
 //!
-//! The components ([`Cluster`], [`Fetcher`], [`Lookups`], the group's [`Coordinator`] and
-//! [`Commits`]) decide everything; this module only carries it out: [`net`] owns the
-//! sockets, [`handle`] the channels to the user side and the thread itself. It never runs
-//! user code and never blocks on anything but `Poll::poll` (names are resolved on other
-//! threads, see [`resolve`]).
+//! The components ([`Cluster`], [`Fetcher`], [`Lookups`] and the [`Group`]: coordinator,
+//! member and commits) decide everything; this module only carries it out: [`net`] owns the
+//! sockets, [`handle`] the channels to the user side and the thread itself, [`user`] the
+//! commands from it and the answers and events to it, [`setup`] builds the components from
+//! the configuration. It never runs user code and never blocks on anything but
+//! `Poll::poll` (names are resolved on other threads, see [`resolve`]).
 //!
 //! Invariants:
 //! 1. The loop sleeps until the earliest instant some component, link or socket has
@@ -30,10 +31,11 @@ mod handle;
 mod net;
 mod resolve;
 mod secure;
+mod setup;
 #[cfg(feature = "tls")]
 mod tls;
+mod user;
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,119 +46,19 @@ use mio::{Events, Poll, Token, Waker};
 use self::conn::InFlight;
 pub(crate) use self::handle::{spawn, Command, Event, IoHandle, PollClock};
 use self::net::{Net, NetEvent, NetSettings};
+use self::setup::Components;
+use self::user::Replies;
 use crate::backoff::{Backoff, XorShift};
 use crate::buffer::{Budget, FrameBuf, Pool};
-use crate::cluster::Interest;
-use crate::cluster::{Cluster, ClusterConfig, ClusterEvent};
-use crate::config::GroupProtocol;
+use crate::cluster::Cluster;
 use crate::config::{parse_host_port, ConsumerConfig};
-use crate::error::{Error, Result};
-use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
-use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
-use crate::group::classic::{ClassicConfig, ClassicMember};
-use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult, Identity};
-use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
-use crate::group::coordinator::Coordinator;
-use crate::group::member::{CallbackToken, MemberEvent, Subscription};
-use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
-use crate::types::TopicPartition;
+use crate::error::Result;
+use crate::fetch::fetcher::Fetcher;
+use crate::fetch::lookup::Lookups;
+use crate::group::{Group, GroupCommand};
+use crate::link::{Failure, Links, Owner, Peer, Route, Tag, Transmit};
 
 const WAKER: Token = Token(0);
-
-/// Callers waiting for an answer, by request id.
-#[derive(Default)]
-struct Replies {
-    lookups: HashMap<u64, Sender<LookupResult>>,
-    partitions: HashMap<u64, Sender<Result<Vec<TopicPartition>>>>,
-    commits: HashMap<u64, Sender<Result<()>>>,
-    committed: HashMap<u64, Sender<CommittedResult>>,
-}
-
-/// The group's components, when a `group.id` is configured.
-struct Group {
-    coordinator: Coordinator,
-    commits: Commits,
-    /// The member, once the application subscribed.
-    member: Option<Member>,
-    /// What the member subscribes to.
-    subscription: Option<Subscription>,
-    /// Callers of a leave, answered when the member has left.
-    leaving: Vec<Sender<()>>,
-}
-
-/// The group member of either protocol; both answer to the same calls.
-enum Member {
-    Classic(ClassicMember),
-    Consumer(ConsumerMember),
-}
-
-/// Calls the same method on either member.
-macro_rules! on_member {
-    ($m:expr, $x:ident => $e:expr) => {
-        match $m {
-            Member::Classic($x) => $e,
-            Member::Consumer($x) => $e,
-        }
-    };
-}
-
-impl Member {
-    fn subscribe(&mut self, sub: Subscription, now: Instant) {
-        on_member!(self, m => m.subscribe(sub, now))
-    }
-    fn leave(&mut self, now: Instant) {
-        on_member!(self, m => m.leave(now))
-    }
-    fn callback_done(&mut self, token: CallbackToken, now: Instant) {
-        on_member!(self, m => m.callback_done(token, now))
-    }
-    fn user_polled(&mut self, at: Instant) {
-        on_member!(self, m => m.user_polled(at))
-    }
-    fn poll_event(&mut self) -> Option<MemberEvent> {
-        on_member!(self, m => m.poll_event())
-    }
-    fn is_fatal(&self) -> bool {
-        on_member!(self, m => m.is_fatal())
-    }
-    fn poll_transmit(
-        &mut self,
-        now: Instant,
-        links: &mut Links,
-        coordinator: &mut Coordinator,
-        cluster: &mut Cluster,
-    ) -> Option<Transmit> {
-        on_member!(self, m => m.poll_transmit(now, links, coordinator, cluster))
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn handle_response(
-        &mut self,
-        id: u64,
-        version: i16,
-        body: &[u8],
-        now: Instant,
-        links: &mut Links,
-        coordinator: &mut Coordinator,
-        cluster: &mut Cluster,
-    ) {
-        on_member!(self, m => m.handle_response(id, version, body, now, links, coordinator, cluster))
-    }
-    fn handle_failure(
-        &mut self,
-        id: u64,
-        failure: &Failure,
-        now: Instant,
-        coordinator: &mut Coordinator,
-    ) {
-        on_member!(self, m => m.handle_failure(id, failure, now, coordinator))
-    }
-    fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
-        on_member!(self, m => m.handle_timeout(now, cluster))
-    }
-    fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        on_member!(self, m => m.poll_timeout(now))
-    }
-}
 
 struct IoLoop {
     net: Net,
@@ -170,37 +72,9 @@ struct IoLoop {
     replies: Replies,
     jitter: XorShift,
     bootstrap: Vec<(String, u16)>,
-    cfg: ConsumerConfig,
     poll_clock: Arc<PollClock>,
     /// The last connection error reported to the user (see `report_security_error`).
     last_security_error: Option<String>,
-}
-
-/// A seed for the jitter sources: the clock's nanoseconds.
-fn seed(salt: u32) -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    nanos ^ salt.wrapping_mul(0x9E37_79B9)
-}
-
-/// 16 random bytes: the standard library's per-process random hash keys, mixed with the
-/// clock (the member id of the consumer protocol is made from them).
-fn random_bytes() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    let state = std::collections::hash_map::RandomState::new();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut out = [0u8; 16];
-    for (i, chunk) in out.chunks_mut(8).enumerate() {
-        let mut h = state.build_hasher();
-        h.write_usize(i);
-        h.write_u128(nanos);
-        h.write_u32(std::process::id());
-        chunk.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    out
 }
 
 impl IoLoop {
@@ -218,58 +92,12 @@ impl IoLoop {
             .iter()
             .map(|s| parse_host_port(s))
             .collect::<Result<Vec<_>>>()?;
-        let retry = Backoff::new(cfg.retry_backoff, cfg.retry_backoff_max);
-        let cluster = Cluster::new(ClusterConfig {
-            bootstrap_servers: bootstrap.len(),
-            metadata_max_age: cfg.metadata_max_age,
-            refresh_backoff: retry,
-            request_timeout: cfg.request_timeout,
-        });
-        let fetcher = Fetcher::new(
-            FetchConfig {
-                auto_offset_reset: cfg.auto_offset_reset,
-                isolation_level: cfg.isolation_level.wire(),
-                check_crcs: cfg.check_crcs,
-                fetch_min_bytes: cfg.fetch_min_bytes,
-                fetch_max_bytes: cfg.fetch_max_bytes,
-                fetch_max_wait: cfg.fetch_max_wait,
-                max_partition_fetch_bytes: cfg.max_partition_fetch_bytes,
-                request_timeout: cfg.request_timeout,
-                retry_backoff: retry,
-                client_rack: cfg.client_rack.clone(),
-                replica_lease: cfg.metadata_max_age,
-                use_committed: cfg.group_id.is_some(),
-            },
-            Arc::clone(&budget),
-            Box::new(XorShift::new(seed(1))),
-        );
-        let lookups = Lookups::new(
-            LookupConfig {
-                isolation_level: cfg.isolation_level.wire(),
-                request_timeout: cfg.request_timeout,
-                retry_backoff: retry,
-            },
-            Box::new(XorShift::new(seed(2))),
-        );
-        let group = cfg.group_id.as_deref().map(|id| Group {
-            coordinator: Coordinator::new(
-                id,
-                retry,
-                cfg.request_timeout,
-                Box::new(XorShift::new(seed(4))),
-            ),
-            commits: Commits::new(
-                CommitConfig {
-                    request_timeout: cfg.request_timeout,
-                    retry_backoff: retry,
-                    require_stable: cfg.isolation_level.wire() == 1,
-                },
-                Box::new(XorShift::new(seed(5))),
-            ),
-            member: None,
-            subscription: None,
-            leaving: Vec::new(),
-        });
+        let Components {
+            cluster,
+            fetcher,
+            lookups,
+            group,
+        } = Components::new(&cfg, bootstrap.len(), &budget);
         let security = self::secure::Security::new(&cfg)?;
         let net = Net::new(
             poll,
@@ -296,9 +124,8 @@ impl IoLoop {
             lookups,
             group,
             replies: Replies::default(),
-            jitter: XorShift::new(seed(3)),
+            jitter: XorShift::new(setup::seed(3)),
             bootstrap,
-            cfg,
             poll_clock,
             last_security_error: None,
         })
@@ -333,11 +160,7 @@ impl IoLoop {
             self.lookups
                 .handle_timeout(now, &self.links, &mut self.cluster);
             if let Some(g) = &mut self.group {
-                g.commits.handle_timeout(now, &g.coordinator);
-                if let Some(m) = &mut g.member {
-                    m.user_polled(self.poll_clock.last());
-                    m.handle_timeout(now, &mut self.cluster);
-                }
+                g.handle_timeout(now, self.poll_clock.last(), &mut self.cluster);
             }
         }
     }
@@ -380,203 +203,6 @@ impl IoLoop {
         }
     }
 
-    // ----- commands ----------------------------------------------------------------------
-
-    fn command(&mut self, c: Command, now: Instant) {
-        let _ = now;
-        match c {
-            Command::Assign(list) => {
-                if let Some(g) = &mut self.group {
-                    let owned: Vec<TopicPartition> =
-                        list.iter().map(|(tp, ..)| tp.clone()).collect();
-                    g.commits.set_assignment(&owned);
-                }
-                self.fetcher.assign(list, &mut self.cluster)
-            }
-            Command::Seek {
-                tp,
-                epoch,
-                to,
-                resume,
-            } => self.fetcher.seek(&tp, epoch, to, resume),
-            Command::Pause(tps) => self.fetcher.pause(&tps),
-            Command::Token(Ok(token)) => {
-                log::debug!(
-                    "new OAUTHBEARER token for {} (expires {:?})",
-                    token.principal,
-                    token.expires_at
-                );
-                let mut happened = Vec::new();
-                self.net.set_token(token, now, &mut happened);
-                self.apply(&mut happened, now);
-            }
-            Command::Token(Err(why)) => self.report_security_error(Error::new(
-                crate::error::ErrorKind::Authentication,
-                format!("the OAUTHBEARER token provider failed: {why}"),
-            )),
-            Command::Lookup {
-                id,
-                query,
-                deadline,
-                reply,
-            } => {
-                self.replies.lookups.insert(id, reply);
-                self.lookups.start(id, query, deadline, &mut self.cluster);
-            }
-            Command::Partitions {
-                id,
-                topic,
-                deadline,
-                reply,
-            } => {
-                self.replies.partitions.insert(id, reply);
-                self.cluster.wait_for_topic(id, &topic, deadline);
-            }
-            Command::Commit {
-                id,
-                offsets,
-                deadline,
-                reply,
-            } => match &mut self.group {
-                Some(g) => {
-                    if let Some(reply) = reply {
-                        self.replies.commits.insert(id, reply);
-                    }
-                    g.commits.commit(id, offsets, deadline);
-                }
-                None => {
-                    let e = Error::config("committing offsets needs a group.id");
-                    match reply {
-                        Some(r) => {
-                            let _ = r.send(Err(e));
-                        }
-                        None => {
-                            let _ = self.ev_tx.send(Event::CommitDone { id, result: Err(e) });
-                        }
-                    }
-                }
-            },
-            Command::Committed {
-                id,
-                partitions,
-                deadline,
-                reply,
-            } => match &mut self.group {
-                Some(g) => {
-                    self.replies.committed.insert(id, reply);
-                    g.commits.fetch(id, partitions, deadline);
-                }
-                None => {
-                    let _ = reply.send(Err(Error::config(
-                        "reading committed offsets needs a group.id",
-                    )));
-                }
-            },
-            Command::Cancel(id) => {
-                if self.replies.lookups.remove(&id).is_some() {
-                    self.lookups.cancel(id, &mut self.cluster);
-                }
-                self.replies.partitions.remove(&id);
-                self.replies.committed.remove(&id);
-                self.replies.commits.remove(&id);
-            }
-            Command::Subscribe(sub) => self.subscribe(sub, now),
-            Command::CallbackDone(token) => {
-                if let Some(m) = self.group.as_mut().and_then(|g| g.member.as_mut()) {
-                    m.callback_done(token, now);
-                }
-            }
-            Command::Leave { reply } => match self.group.as_mut() {
-                Some(g) => match &mut g.member {
-                    Some(m) => {
-                        g.leaving.push(reply);
-                        m.leave(now);
-                        g.subscription = None;
-                    }
-                    None => {
-                        let _ = reply.send(());
-                    }
-                },
-                None => {
-                    let _ = reply.send(());
-                }
-            },
-            Command::SubscribedTopics { reply } => {
-                let known = self.cluster.topic_names();
-                let topics = self
-                    .group
-                    .as_ref()
-                    .and_then(|g| g.subscription.as_ref())
-                    .map(|s| s.topics(known.iter().map(|t| &**t)))
-                    .unwrap_or_default();
-                let _ = reply.send(topics.into_iter().collect());
-            }
-            #[cfg(any(test, feature = "testing"))]
-            Command::Panic => panic!("injected by a test"),
-            Command::Shutdown => {}
-        }
-    }
-
-    /// Starts (or changes) the group membership.
-    fn subscribe(&mut self, sub: Subscription, now: Instant) {
-        let Some(g) = &mut self.group else {
-            // The user side checks for a group.id before subscribing.
-            return;
-        };
-        // A member that stopped for good is replaced: subscribing again starts over.
-        if g.member.as_ref().is_some_and(Member::is_fatal) {
-            g.member = None;
-        }
-        if g.member.is_none() && self.cfg.group_protocol == GroupProtocol::Consumer {
-            let rack = (!self.cfg.client_rack.is_empty()).then(|| self.cfg.client_rack.clone());
-            g.member = Some(Member::Consumer(ConsumerMember::new(
-                ConsumerMemberConfig {
-                    instance_id: self.cfg.group_instance_id.clone(),
-                    max_poll_interval: self.cfg.max_poll_interval,
-                    remote_assignor: self.cfg.group_remote_assignor.clone(),
-                    client_rack: rack,
-                    retry_backoff: Backoff::new(self.cfg.retry_backoff, self.cfg.retry_backoff_max),
-                    request_timeout: self.cfg.request_timeout,
-                    member_id_seed: random_bytes(),
-                },
-                Box::new(XorShift::new(seed(7))),
-            )));
-        }
-        if g.member.is_none() {
-            let assignors = match self.cfg.assignors() {
-                Ok(a) => a,
-                Err(e) => {
-                    // Checked by Consumer::new; kept from panicking all the same.
-                    let _ = self.ev_tx.send(Event::GroupError {
-                        error: e,
-                        fatal: true,
-                    });
-                    return;
-                }
-            };
-            let rack = (!self.cfg.client_rack.is_empty()).then(|| self.cfg.client_rack.clone());
-            g.member = Some(Member::Classic(ClassicMember::new(
-                ClassicConfig {
-                    instance_id: self.cfg.group_instance_id.clone(),
-                    session_timeout: self.cfg.session_timeout,
-                    rebalance_timeout: self.cfg.max_poll_interval,
-                    heartbeat_interval: self.cfg.heartbeat_interval,
-                    max_poll_interval: self.cfg.max_poll_interval,
-                    assignors,
-                    client_rack: rack,
-                    retry_backoff: Backoff::new(self.cfg.retry_backoff, self.cfg.retry_backoff_max),
-                    request_timeout: self.cfg.request_timeout,
-                },
-                Box::new(XorShift::new(seed(6))),
-            )));
-        }
-        g.subscription = Some(sub.clone());
-        if let Some(m) = &mut g.member {
-            m.user_polled(self.poll_clock.last().max(now));
-            m.subscribe(sub, now);
-        }
-    }
-
     // ----- driving the components --------------------------------------------------------
 
     /// Collects what every component wants to send, connects wanted links, and hands
@@ -587,44 +213,16 @@ impl IoLoop {
         self.forward_events(now);
         self.links.begin_round();
         if let Some(g) = &mut self.group {
-            g.coordinator.begin_round();
-            if let Some(m) = &mut g.member {
-                while let Some(t) =
-                    m.poll_transmit(now, &mut self.links, &mut g.coordinator, &mut self.cluster)
-                {
-                    let route = t.route;
-                    match self.net.send(t, now) {
-                        Ok(()) => self.links.on_sent(route),
-                        Err(t) => {
-                            let why =
-                                Failure::Disconnected(format!("{} is not connected", t.route));
-                            m.handle_failure(t.tag.id, &why, now, &mut g.coordinator);
-                        }
-                    }
-                }
-            }
-            g.commits
-                .fetch_positions(self.fetcher.take_committed_wanted(now));
-            while let Some(t) = g
-                .commits
-                .poll_transmit(now, &mut self.links, &mut g.coordinator)
-            {
-                let route = t.route;
-                match self.net.send(t, now) {
-                    Ok(()) => self.links.on_sent(route),
-                    Err(t) => {
-                        let why = Failure::Disconnected(format!("{} is not connected", t.route));
-                        g.commits
-                            .handle_failure(t.tag.id, &why, now, &mut g.coordinator);
-                    }
-                }
-            }
-            if let Some(t) = g
-                .coordinator
-                .poll_transmit(now, &mut self.links, &mut self.cluster)
-            {
-                self.send(t, now);
-            }
+            g.begin_round();
+            let wanted = self.fetcher.take_committed_wanted(now);
+            g.handle_command(GroupCommand::FetchPositions(wanted), now);
+        }
+        while let Some(t) = self
+            .group
+            .as_mut()
+            .and_then(|g| g.poll_transmit(now, &mut self.links, &mut self.cluster))
+        {
+            self.send(t, now);
         }
         while let Some(t) = self
             .lookups
@@ -688,145 +286,11 @@ impl IoLoop {
         }
     }
 
-    /// A link could not be opened. To the group coordinator: look for the coordinator again
-    /// (it may have moved), as a request that fails on that link does. A fetch link to a
-    /// preferred read replica: fetch from the leader instead.
+    /// A link could not be opened: the components that use it decide what that means.
     fn link_failed(&mut self, route: Route, why: &str, now: Instant) {
-        let Peer::Node(node) = route.peer else { return };
-        match (route.lane, &mut self.group) {
-            (Lane::Group | Lane::Join, Some(g)) => g.coordinator.link_failed(node, why, now),
-            (Lane::Fetch, _) => self.fetcher.replica_unreachable(node),
-            _ => {}
-        }
-    }
-
-    /// A connection failed for a reason the user must act on (a refused login, an untrusted
-    /// certificate): reported from `poll`, once until it changes or a link gets ready again,
-    /// so a reconnecting consumer does not repeat it on every attempt.
-    fn report_security_error(&mut self, e: Error) {
-        let text = e.to_string();
-        if self.last_security_error.as_deref() == Some(text.as_str()) {
-            return;
-        }
-        log::error!("{text}");
-        self.last_security_error = Some(text);
-        // Blocking calls waiting for brokers fail now with the reason, as in the Java
-        // client, rather than at their timeout. Commits are not failed: they stay queued
-        // in order and go out once a connection is ready.
-        let waiting: Vec<u64> = self.replies.lookups.keys().copied().collect();
-        for id in waiting {
-            self.lookups.cancel(id, &mut self.cluster);
-            if let Some(reply) = self.replies.lookups.remove(&id) {
-                let _ = reply.send(Err(e.clone()));
-            }
-        }
-        for (_, reply) in self.replies.partitions.drain() {
-            let _ = reply.send(Err(e.clone()));
-        }
-        for (_, reply) in self.replies.committed.drain() {
-            let _ = reply.send(Err(e.clone()));
-        }
-        let _ = self.ev_tx.send(Event::Error(e, None));
-    }
-
-    fn forward_events(&mut self, now: Instant) {
-        while let Some(e) = self.fetcher.poll_event() {
-            let ev = match e {
-                FetchEvent::Chunk(c) => Event::Chunk(c),
-                FetchEvent::Error(e, epoch) => Event::Error(e, epoch),
-                FetchEvent::End {
-                    tp,
-                    epoch,
-                    end_offset,
-                } => Event::End {
-                    tp,
-                    epoch,
-                    end_offset,
-                },
-            };
-            let _ = self.ev_tx.send(ev);
-        }
-        while let Some(LookupEvent::Done { id, result }) = self.lookups.poll_event() {
-            if let Some(reply) = self.replies.lookups.remove(&id) {
-                let _ = reply.send(result);
-            }
-        }
-        while let Some(e) = self.cluster.poll_event() {
-            match e {
-                ClusterEvent::Partitions { id, result } => {
-                    if let Some(reply) = self.replies.partitions.remove(&id) {
-                        let _ = reply.send(result);
-                    }
-                }
-                ClusterEvent::Error(e) => {
-                    let _ = self.ev_tx.send(Event::Error(e, None));
-                }
-            }
-        }
-        let Some(g) = &mut self.group else { return };
-        if let Some(m) = &mut g.member {
-            while let Some(e) = m.poll_event() {
-                match e {
-                    MemberEvent::Callback {
-                        token,
-                        kind,
-                        partitions,
-                        owned,
-                    } => {
-                        let _ = self.ev_tx.send(Event::Rebalance {
-                            token,
-                            kind,
-                            partitions,
-                            owned,
-                        });
-                    }
-                    MemberEvent::Identity(id) => {
-                        g.commits.set_identity(id.clone());
-                        let _ = self.ev_tx.send(Event::Identity(id));
-                    }
-                    MemberEvent::Error { error, fatal } => {
-                        let _ = self.ev_tx.send(Event::GroupError { error, fatal });
-                    }
-                    MemberEvent::Left => {
-                        for reply in g.leaving.drain(..) {
-                            let _ = reply.send(());
-                        }
-                        if g.subscription.is_none() {
-                            self.cluster.clear_interest(Interest::Group);
-                            self.cluster.set_all_topics(false);
-                            g.commits.set_identity(Identity::outsider());
-                        }
-                    }
-                }
-            }
-        }
-        while let Some(e) = g.commits.poll_event() {
-            match e {
-                CommitEvent::Committed { id, result } => match self.replies.commits.remove(&id) {
-                    Some(reply) => {
-                        let _ = reply.send(result);
-                    }
-                    None => {
-                        let _ = self.ev_tx.send(Event::CommitDone { id, result });
-                    }
-                },
-                CommitEvent::Offsets { id, result } => {
-                    if let Some(reply) = self.replies.committed.remove(&id) {
-                        let _ = reply.send(result);
-                    }
-                }
-                CommitEvent::Positions { found, failed } => {
-                    for (tp, epoch, c) in found {
-                        self.fetcher.apply_committed(&tp, epoch, c);
-                    }
-                    for (tp, epoch) in failed {
-                        self.fetcher.committed_failed(&tp, epoch, now);
-                    }
-                }
-                CommitEvent::Error(e) => {
-                    let _ = self.ev_tx.send(Event::Error(e, None));
-                }
-            }
+        self.fetcher.link_failed(route);
+        if let Some(g) = &mut self.group {
+            g.link_failed(route, why, now);
         }
     }
 
@@ -858,42 +322,16 @@ impl IoLoop {
                 &mut self.links,
                 &mut self.cluster,
             ),
-            Owner::Coordinator => {
+            Owner::Coordinator | Owner::Member | Owner::Commits => {
                 if let Some(g) = &mut self.group {
-                    g.coordinator.handle_response(
-                        id,
+                    let tag = Tag { owner, id };
+                    g.handle_response(
+                        tag,
                         f.version,
                         &body,
                         now,
                         &mut self.links,
                         &mut self.cluster,
-                    );
-                }
-            }
-            Owner::Member => {
-                if let Some(g) = &mut self.group {
-                    if let Some(m) = &mut g.member {
-                        m.handle_response(
-                            id,
-                            f.version,
-                            &body,
-                            now,
-                            &mut self.links,
-                            &mut g.coordinator,
-                            &mut self.cluster,
-                        );
-                    }
-                }
-            }
-            Owner::Commits => {
-                if let Some(g) = &mut self.group {
-                    g.commits.handle_response(
-                        id,
-                        f.version,
-                        &body,
-                        now,
-                        &mut self.links,
-                        &mut g.coordinator,
                     );
                 }
             }
@@ -905,22 +343,9 @@ impl IoLoop {
             Owner::Cluster => self.cluster.handle_failure(tag.id, failure),
             Owner::Fetcher => self.fetcher.handle_failure(tag.id, failure, now),
             Owner::Lookups => self.lookups.handle_failure(tag.id, failure, now),
-            Owner::Coordinator => {
+            Owner::Coordinator | Owner::Member | Owner::Commits => {
                 if let Some(g) = &mut self.group {
-                    g.coordinator.handle_failure(tag.id, failure, now);
-                }
-            }
-            Owner::Member => {
-                if let Some(g) = &mut self.group {
-                    if let Some(m) = &mut g.member {
-                        m.handle_failure(tag.id, failure, now, &mut g.coordinator);
-                    }
-                }
-            }
-            Owner::Commits => {
-                if let Some(g) = &mut self.group {
-                    g.commits
-                        .handle_failure(tag.id, failure, now, &mut g.coordinator);
+                    g.handle_failure(tag, failure, now);
                 }
             }
         }
@@ -934,16 +359,7 @@ impl IoLoop {
             self.fetcher.poll_timeout(now),
             self.lookups.poll_timeout(now),
             self.links.poll_timeout(now),
-            self.group
-                .as_ref()
-                .and_then(|g| g.coordinator.poll_timeout(now)),
-            self.group
-                .as_ref()
-                .and_then(|g| g.commits.poll_timeout(now)),
-            self.group
-                .as_ref()
-                .and_then(|g| g.member.as_ref())
-                .and_then(|m| m.poll_timeout(now)),
+            self.group.as_ref().and_then(|g| g.poll_timeout(now)),
             self.net.next_deadline(),
         ]
         .into_iter()

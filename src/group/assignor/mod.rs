@@ -144,6 +144,28 @@ pub trait Assignor: Send {
     ) -> BTreeMap<String, Vec<TopicPartition>>;
 }
 
+/// The assignors named by `partition.assignment.strategy`, in preference order.
+///
+/// # Errors
+/// A config error when the list is empty or names an unknown assignor.
+pub fn by_names(names: &[String]) -> Result<Vec<Box<dyn Assignor>>, crate::error::Error> {
+    if names.is_empty() {
+        return Err(crate::error::Error::config(
+            "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
+        ));
+    }
+    names
+        .iter()
+        .map(|name| {
+            assignor_by_name(name).ok_or_else(|| {
+                crate::error::Error::config(format!(
+                    "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// The assignor named `name` (the Java class names
 /// `org.apache.kafka.clients.consumer.RangeAssignor` etc. are accepted too); `None` for
 /// unknown names.
