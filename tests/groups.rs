@@ -563,6 +563,80 @@ fn assignors_no_member_shares_are_an_inconsistent_group_protocol_error() {
     assert!(e.to_string().contains(&group), "{e}");
 }
 
+/// The new partitions reach the fetcher before what the listener does with them inside
+/// `on_partitions_assigned`: `position` answers (it waits for the fetcher), and a pause
+/// holds, under both group protocols.
+#[test]
+fn the_listener_may_read_positions_and_pause_the_partitions_it_is_given() {
+    use kafka_consumer::{Consumer, RebalanceListener, TopicPartition};
+    use std::sync::{Arc, Mutex};
+
+    struct L(Arc<Mutex<Vec<(TopicPartition, i64)>>>);
+    impl RebalanceListener for L {
+        fn on_partitions_assigned(&mut self, c: &mut Consumer, parts: &[TopicPartition]) {
+            for tp in parts {
+                let position = c.position(tp).expect("position in on_partitions_assigned");
+                self.0.lock().unwrap().push((tp.clone(), position));
+                if tp.partition() == 1 {
+                    c.pause(std::slice::from_ref(tp)).expect("pause");
+                }
+            }
+        }
+        fn on_partitions_revoked(&mut self, _: &mut Consumer, _: &[TopicPartition]) {}
+    }
+
+    for protocol in ["classic", "consumer"] {
+        let topic = unique_topic("groups-listener-position");
+        let group = unique_topic("g-listener-position");
+        Produce::new(&topic, 2, 50).run();
+        let positions = Arc::new(Mutex::new(Vec::new()));
+        let mut c = consumer(&[
+            ("group.id", &group),
+            ("group.protocol", protocol),
+            ("enable.auto.commit", "false"),
+        ]);
+        c.subscribe_with_listener(&[&topic], L(Arc::clone(&positions)))
+            .unwrap();
+        let mut got: BTreeMap<i32, usize> = BTreeMap::new();
+        poll_until(&mut c, LIMIT, "partition 0's records", |recs| {
+            for r in recs.iter() {
+                *got.entry(r.partition()).or_default() += 1;
+            }
+            got.get(&0).copied().unwrap_or(0) >= 1
+        });
+        // Nothing of the paused partition, even after more polls.
+        for _ in 0..5 {
+            for r in c.poll(Duration::from_millis(200)).unwrap().iter() {
+                *got.entry(r.partition()).or_default() += 1;
+            }
+        }
+        assert_eq!(
+            got.get(&1),
+            None,
+            "{protocol}: partition 1 was paused in the listener"
+        );
+        let mut seen = positions.lock().unwrap().clone();
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![
+                (TopicPartition::new(topic.as_str(), 0), 0),
+                (TopicPartition::new(topic.as_str(), 1), 0)
+            ],
+            "{protocol}: position answered inside on_partitions_assigned"
+        );
+        let p1 = TopicPartition::new(topic.as_str(), 1);
+        c.resume(std::slice::from_ref(&p1)).unwrap();
+        poll_until(&mut c, LIMIT, "partition 1 after resume", |recs| {
+            for r in recs.iter() {
+                *got.entry(r.partition()).or_default() += 1;
+            }
+            got.get(&1).copied().unwrap_or(0) >= 1
+        });
+        c.close().unwrap();
+    }
+}
+
 #[test]
 fn the_listener_runs_on_the_polling_thread_and_may_commit_and_seek() {
     use kafka_consumer::{Consumer, RebalanceListener, TopicPartition};
