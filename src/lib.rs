@@ -20,7 +20,8 @@
 //!
 //! With a `group.id`, [`Consumer::subscribe`] (or [`Consumer::subscribe_with_listener`],
 //! with a [`RebalanceListener`] that runs on your thread inside `poll`) joins a consumer
-//! group with the classic protocol instead of assigning partitions by hand.
+//! group instead of assigning partitions by hand, with the classic protocol (the default)
+//! or the KIP-848 one (`group.protocol=consumer`, see [`GroupProtocol`]).
 //!
 //! Secured clusters: `security.protocol` `SSL` or `SASL_SSL` (TLS with rustls, cargo
 //! features `tls-graviola` or `tls-ring`), SASL `PLAIN`, `SCRAM-SHA-256`/`-512` (feature
