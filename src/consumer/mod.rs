@@ -28,7 +28,6 @@ use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
 use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
-#[path = "consumer_group.rs"]
 mod group;
 
 use self::group::{GroupState, PendingCallback};
