@@ -12,7 +12,7 @@ const SANS_IO: &[&str] = &[
     "src/fetch",
     "src/group",
     "src/sasl",
-    "src/cluster.rs",
+    "src/cluster",
     "src/link.rs",
     "src/backoff.rs",
     "src/types.rs",

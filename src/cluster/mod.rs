@@ -689,5 +689,4 @@ fn spacing(policy: &Backoff, streak: u32) -> Duration {
 }
 
 #[cfg(test)]
-#[path = "cluster_tests.rs"]
 mod tests;
