@@ -7,18 +7,7 @@ use crate::security::{
     parse_jaas, OAuthBearerTokenProvider, Pem, SaslMechanism, SaslSettings, Secret,
     SecurityProtocol, TlsSettings, TokenProviderHandle, UnsecuredJwsProvider,
 };
-
-/// Where to start reading a partition that has no valid position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OffsetReset {
-    /// The oldest offset still in the log (`earliest`; librdkafka also `smallest`, `beginning`).
-    Earliest,
-    /// The end of the log: only records written from now on (`latest`; also `largest`, `end`).
-    Latest,
-    /// No automatic reset: `poll` returns an error naming the partition (`none`; also `error`).
-    None,
-}
+use crate::types::OffsetReset;
 
 /// Which records a fetch may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

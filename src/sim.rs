@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Backoff, XorShift};
 use crate::buffer::Budget;
 use crate::cluster::{Cluster, ClusterConfig};
-use crate::config::OffsetReset;
 use crate::fetch::fetcher::FetchConfig;
 use crate::fetch::lookup::LookupConfig;
 use crate::group::commit::CommitConfig;
@@ -47,7 +46,7 @@ use crate::protocol::frame::{encode_response, version_of};
 use crate::protocol::message::Uuid;
 use crate::protocol::records::testing::{encode_batch, BatchSpec, RecordSpec};
 use crate::protocol::wire::{Reader, Writer};
-use crate::types::{NodeId, TopicPartition};
+use crate::types::{NodeId, OffsetReset, TopicPartition};
 
 // ----- time ------------------------------------------------------------------------------
 

@@ -44,7 +44,6 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Backoff, Jitter, Retry};
 use crate::buffer::{Budget, FrameBuf, Pool};
 use crate::cluster::{Cluster, Interest, Leader};
-use crate::config::OffsetReset;
 use crate::error::{Error, ErrorKind};
 use crate::fetch::chunk::{build_chunk, Chunk, FetchedFrame, PartitionInput, Stop};
 use crate::fetch::offsets::{self, Query, Unsendable};
@@ -55,7 +54,7 @@ use crate::protocol::api::fetch::{
 };
 use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{LeaderEpoch, NodeId, PositionEpoch, TopicPartition};
+use crate::types::{LeaderEpoch, NodeId, OffsetReset, PositionEpoch, TopicPartition};
 
 /// Fetching waits until at least this fraction (1/n) of the budget is free.
 const MIN_ROOM_DIVISOR: usize = 8;
