@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::group::assignor::{self, Assignor};
 use crate::security::{
     parse_jaas, OAuthBearerTokenProvider, Pem, SaslMechanism, SaslSettings, Secret,
     SecurityProtocol, TlsSettings, TokenProviderHandle, UnsecuredJwsProvider,
@@ -820,23 +821,9 @@ impl ConsumerConfig {
         }
     }
 
-    /// The configured assignors, in order.
-    pub(crate) fn assignors(&self) -> Result<Vec<Box<dyn crate::group::assignor::Assignor>>> {
-        if self.assignment_strategy.is_empty() {
-            return Err(Error::config(
-                "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
-            ));
-        }
-        self.assignment_strategy
-            .iter()
-            .map(|name| {
-                crate::group::assignor::assignor_by_name(name).ok_or_else(|| {
-                    Error::config(format!(
-                        "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
-                    ))
-                })
-            })
-            .collect()
+    /// The configured assignors, in order (built by [`assignor::by_names`]).
+    pub(crate) fn assignors(&self) -> Result<Vec<Box<dyn Assignor>>> {
+        assignor::by_names(&self.assignment_strategy)
     }
 
     /// Checks that the settings can work together; the error names the setting and why.

@@ -42,6 +42,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use crate::types::TopicPartition;
 
 pub use cooperative_sticky::CooperativeSticky;
@@ -163,6 +164,26 @@ pub fn assignor_by_name(name: &str) -> Option<Box<dyn Assignor>> {
         "cooperative-sticky" => Some(Box::new(CooperativeSticky)),
         _ => None,
     }
+}
+
+/// The assignors named by `names` (`partition.assignment.strategy`), in order; an error
+/// for an empty list or for a name [`assignor_by_name`] does not know.
+pub fn by_names(names: &[String]) -> Result<Vec<Box<dyn Assignor>>> {
+    if names.is_empty() {
+        return Err(Error::config(
+            "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
+        ));
+    }
+    names
+        .iter()
+        .map(|name| {
+            assignor_by_name(name).ok_or_else(|| {
+                Error::config(format!(
+                    "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// Java's choice of rebalance protocol for a preference list: the highest protocol every
