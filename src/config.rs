@@ -3,22 +3,12 @@
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::group::assignor::{self, Assignor};
 use crate::security::{
     parse_jaas, OAuthBearerTokenProvider, Pem, SaslMechanism, SaslSettings, Secret,
     SecurityProtocol, TlsSettings, TokenProviderHandle, UnsecuredJwsProvider,
 };
-
-/// Where to start reading a partition that has no valid position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OffsetReset {
-    /// The oldest offset still in the log (`earliest`; librdkafka also `smallest`, `beginning`).
-    Earliest,
-    /// The end of the log: only records written from now on (`latest`; also `largest`, `end`).
-    Latest,
-    /// No automatic reset: `poll` returns an error naming the partition (`none`; also `error`).
-    None,
-}
+use crate::types::OffsetReset;
 
 /// Which records a fetch may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -831,9 +821,9 @@ impl ConsumerConfig {
         }
     }
 
-    /// The configured assignors, in order.
-    pub(crate) fn assignors(&self) -> Result<Vec<Box<dyn crate::group::assignor::Assignor>>> {
-        crate::group::assignor::by_names(&self.assignment_strategy)
+    /// The configured assignors, in order (built by [`assignor::by_names`]).
+    pub(crate) fn assignors(&self) -> Result<Vec<Box<dyn Assignor>>> {
+        assignor::by_names(&self.assignment_strategy)
     }
 
     /// Checks that the settings can work together; the error names the setting and why.

@@ -70,7 +70,7 @@ pub mod testing {
     pub use crate::protocol::*;
 }
 
-pub use config::{ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset};
+pub use config::{ConsumerConfig, GroupProtocol, IsolationLevel};
 pub use consumer::{
     CommitCallback, Consumer, Metrics, OffsetAndMetadata, OffsetAndTimestamp, PartitionMetrics,
     WakeupHandle,
@@ -82,7 +82,7 @@ pub use security::{
     OAuthBearerToken, OAuthBearerTokenProvider, SaslMechanism, Secret, SecurityProtocol,
     UnsecuredJwsProvider,
 };
-pub use types::TopicPartition;
+pub use types::{OffsetReset, TopicPartition};
 
 /// The README's example compiles.
 #[cfg(doctest)]

@@ -1,6 +1,8 @@
-//! Small types shared by every layer: the topic-partition, and newtypes for the integers
-//! that mean different things (a broker's node id, a partition's leader epoch, the epoch of
-//! a position, a request's correlation id). Mixing them up is a compile error.
+//! Small types shared by every layer: the topic-partition, where to start a partition
+//! without a position ([`OffsetReset`], set by the configuration and followed by the
+//! fetcher), and newtypes for the integers that mean different things (a broker's node id,
+//! a partition's leader epoch, the epoch of a position, a request's correlation id). Mixing
+//! them up is a compile error.
 
 use std::fmt;
 use std::sync::Arc;
@@ -51,6 +53,18 @@ impl fmt::Debug for TopicPartition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
+}
+
+/// Where to start reading a partition that has no valid position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OffsetReset {
+    /// The oldest offset still in the log (`earliest`; librdkafka also `smallest`, `beginning`).
+    Earliest,
+    /// The end of the log: only records written from now on (`latest`; also `largest`, `end`).
+    Latest,
+    /// No automatic reset: `poll` returns an error naming the partition (`none`; also `error`).
+    None,
 }
 
 /// A broker's node id, as Metadata lists it. Never negative for a real broker.

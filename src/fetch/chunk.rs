@@ -22,8 +22,8 @@ use std::sync::Arc;
 use crate::buffer::{Budget, Charge, FrameBuf, Pool};
 use crate::fetch::aborted::AbortedFilter;
 use crate::protocol::records::{
-    control_type, decompress, decompress_into, BatchIter, Compression, ControlType, RecordError,
-    RecordIter, TimestampType, MIN_RECORD_SIZE,
+    control_type, decompress, decompress_into, BatchHeader, BatchIter, Compression, ControlType,
+    RawBatch, RecordError, RecordIter, RecordRef, TimestampType, MIN_RECORD_SIZE,
 };
 use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
 
@@ -242,19 +242,10 @@ pub(crate) fn build_chunk(
     let (start, len) = input.records;
     let frame: &[u8] = input.frame;
     let set = &frame[start..start + len];
-    let mut filter = input.aborted.map(AbortedFilter::new);
-    let mut records: Vec<StoredRecord> = Vec::new();
-    let mut inflated: Vec<u8> = Vec::new();
-    // The decompressed content is `inflated[..inflated_len]`; bytes past it are scratch.
-    let mut inflated_len = 0;
-    let mut charge = budget.charge(0);
-    let mut next_offset = input.fetch_offset;
-    let mut last_epoch = LeaderEpoch::UNKNOWN;
+    let check_crcs = input.check_crcs;
+    let mut chunk = ChunkBuilder::new(input, budget, spares);
     let mut stop = None;
-    // Records expected in the whole set, from the first batch's density (bounded by bytes).
-    let mut hint: Option<usize> = None;
-
-    let mut batches = BatchIter::new(set, input.check_crcs);
+    let mut batches = BatchIter::new(set, check_crcs);
     let mut bad_batch = None;
     for batch in batches.by_ref() {
         let batch = match batch {
@@ -264,159 +255,104 @@ pub(crate) fn build_chunk(
                 break;
             }
         };
-        let h = &batch.header;
-        if h.next_offset() <= input.fetch_offset {
+        if batch.header.next_offset() <= chunk.fetch_offset {
             continue;
         }
-        let batch_start = h.base_offset.max(input.fetch_offset);
+        if let Some(s) = chunk.add_batch(&batch, held_here) {
+            stop = Some(s);
+            break;
+        }
+    }
+    if let Some(e) = bad_batch {
+        // Where to seek to skip it, when its header could be read.
+        stop = Some(Stop::Error {
+            offset: e.offset().unwrap_or(chunk.next_offset),
+            skip_to: batches.failed_batch_next_offset(),
+            error: e,
+        });
+    }
+    chunk.finish(stop)
+}
+
+/// One partition's chunk while its batches are decoded, one after another: the record
+/// index, the decompression buffer, what both are charged to the budget, and the position
+/// after the batches decoded so far.
+struct ChunkBuilder<'a> {
+    tp: TopicPartition,
+    epoch: PositionEpoch,
+    fetch_offset: i64,
+    end_offset: i64,
+    frame: &'a Arc<FetchedFrame>,
+    /// Start of the record set in `frame`.
+    set_start: usize,
+    /// Length of the record set.
+    set_len: usize,
+    budget: &'a Arc<Budget>,
+    /// Recycled decompression buffers.
+    spares: Option<&'a Pool>,
+    /// read_committed only: the aborted transactions still to skip.
+    filter: Option<AbortedFilter>,
+    records: Vec<StoredRecord>,
+    inflated: Vec<u8>,
+    /// The decompressed content is `inflated[..inflated_len]`; bytes past it are scratch.
+    inflated_len: usize,
+    charge: Charge,
+    next_offset: i64,
+    last_epoch: LeaderEpoch,
+    /// Records expected in the whole set, from the first batch's density (bounded by bytes).
+    hint: Option<usize>,
+}
+
+impl<'a> ChunkBuilder<'a> {
+    /// An empty chunk at the fetch offset, with a charge of nothing yet.
+    fn new(
+        input: PartitionInput<'a>,
+        budget: &'a Arc<Budget>,
+        spares: Option<&'a Pool>,
+    ) -> ChunkBuilder<'a> {
+        let (set_start, set_len) = input.records;
+        ChunkBuilder {
+            tp: input.tp,
+            epoch: input.epoch,
+            fetch_offset: input.fetch_offset,
+            end_offset: input.end_offset,
+            frame: input.frame,
+            set_start,
+            set_len,
+            budget,
+            spares,
+            filter: input.aborted.map(AbortedFilter::new),
+            records: Vec::new(),
+            inflated: Vec::new(),
+            inflated_len: 0,
+            charge: budget.charge(0),
+            next_offset: input.fetch_offset,
+            last_epoch: LeaderEpoch::UNKNOWN,
+            hint: None,
+        }
+    }
+
+    /// Adds `batch` (one that ends after the fetch offset) to the chunk, room in the record
+    /// index first, and moves the position past it; `Some` when the chunk ends before the
+    /// batch instead, saying why.
+    fn add_batch(&mut self, batch: &RawBatch<'_>, held_here: usize) -> Option<Stop> {
+        let h = &batch.header;
+        let batch_start = h.base_offset.max(self.fetch_offset);
         // Before this batch charges anything: is the budget as empty as it can get (only
         // this response's frame held, no earlier record of it decoded)?
-        let alone = budget.used().saturating_sub(held_here) == 0;
+        let alone = self.budget.used().saturating_sub(held_here) == 0;
         let no_room = || Stop::NoRoom {
             offset: batch_start,
             skip_to: h.next_offset(),
             alone,
         };
-
-        // Room in the record index for this batch's records, charged first.
-        let at_most =
-            (h.record_count.max(0) as usize).min(batch.records.len() / MIN_RECORD_SIZE + 1);
-        if !h.is_control() && at_most > records.capacity() - records.len() {
-            let hint = *hint.get_or_insert_with(|| {
-                let per_record = (batch.records.len() / at_most.max(1)).max(MIN_RECORD_SIZE);
-                len / per_record
-            });
-            let need = records.len() + at_most;
-            let wanted = need.max(hint.min(need.saturating_mul(2)));
-            let grown = if charge.try_grow((wanted - records.capacity()) * STORED_RECORD_BYTES) {
-                Some(wanted)
-            } else if charge.try_grow((need - records.capacity()) * STORED_RECORD_BYTES) {
-                Some(need)
-            } else {
-                None
-            };
-            match grown {
-                Some(cap) => records.reserve_exact(cap - records.len()),
-                None => {
-                    stop = Some(no_room());
-                    break;
-                }
-            }
+        if !h.is_control() && !self.reserve_index(batch) {
+            return Some(no_room());
         }
-
-        let result = (|| -> Result<(), RecordError> {
-            if h.is_control() {
-                // Never delivered; an ABORT marker ends its producer's aborted transaction.
-                let ctl = read_control(h, batch.records)?;
-                if let Some(f) = filter.as_mut() {
-                    f.skip_batch(h, ctl);
-                }
-                return Ok(());
-            }
-            if filter.as_mut().is_some_and(|f| f.skip_batch(h, None)) {
-                return Ok(());
-            }
-            let (buf, base, in_inflated): (&[u8], usize, bool) = if h.compression()
-                == Compression::None
-            {
-                (batch.records, start + batch.start + 61, false)
-            } else {
-                if inflated.capacity() == 0 {
-                    // A recycled buffer: already allocated, and initialized (no
-                    // zeroing, no page faults). Its spare charge became ours.
-                    if let Some(pool) = spares {
-                        inflated = pool.take_any();
-                        charge.grow(inflated.capacity());
-                    }
-                }
-                let at = inflated_len;
-                let cap_before = inflated.capacity();
-                // What the budget can still hold, minus the decoder's slack.
-                let limit = MAX_INFLATED
-                    .saturating_sub(at)
-                    .min(budget.room().saturating_sub(DECOMPRESS_SLACK));
-                decompress_into(
-                    h.compression(),
-                    batch.records,
-                    &mut inflated,
-                    &mut inflated_len,
-                    limit,
-                )?;
-                charge.grow(inflated.capacity().saturating_sub(cap_before));
-                if at == 0 {
-                    // Expect the rest of the set to inflate as this first batch did:
-                    // reserve that once (if the budget has it) rather than grow the
-                    // buffer by copying it again and again.
-                    let rest = len.saturating_sub(batch.start + 61 + batch.records.len());
-                    let expected = (rest as u128 * inflated_len as u128
-                        / batch.records.len().max(1) as u128)
-                        .min((MAX_INFLATED - inflated_len) as u128)
-                        as usize;
-                    let spare = inflated.capacity() - inflated_len;
-                    // While the buffer moves, its old allocation is held too.
-                    if expected > spare
-                        && budget.room() >= expected - spare + inflated.capacity()
-                        && charge.try_grow(expected - spare)
-                    {
-                        let cap0 = inflated.capacity();
-                        inflated.truncate(inflated_len);
-                        inflated.reserve_exact(expected);
-                        let got = inflated.capacity() - cap0;
-                        match got.cmp(&(expected - spare)) {
-                            std::cmp::Ordering::Greater => charge.grow(got - (expected - spare)),
-                            std::cmp::Ordering::Less => charge.shrink(expected - spare - got),
-                            std::cmp::Ordering::Equal => {}
-                        }
-                    }
-                }
-                (&inflated[at..inflated_len], at, true)
-            };
-            let before = records.len();
-            let mut it = RecordIter::new(h, buf);
-            loop {
-                let r = match it.next_fast() {
-                    Some(r) => r,
-                    None => match it.next() {
-                        None => break,
-                        Some(Ok(r)) => r,
-                        Some(Err(e)) => {
-                            records.truncate(before);
-                            return Err(e);
-                        }
-                    },
-                };
-                if r.offset < input.fetch_offset {
-                    continue;
-                }
-                if records.len() == records.capacity() {
-                    // More records than the batch's count allowed for: RecordIter stops
-                    // at the count, so this cannot happen; keep the charge exact anyway.
-                    charge.grow(STORED_RECORD_BYTES);
-                    records.reserve_exact(1);
-                }
-                let (key_start, key_len) = r.key.map_or((0, -1), |(s, l)| (s, l as i32));
-                let (value_start, value_len) = r.value.map_or((0, -1), |(s, l)| (s, l as i32));
-                records.push(StoredRecord {
-                    offset: r.offset,
-                    timestamp: r.timestamp,
-                    leader_epoch: h.partition_leader_epoch,
-                    key_start: key_start + base as u32,
-                    key_len,
-                    value_start: value_start + base as u32,
-                    value_len,
-                    headers_start: r.headers.0 + base as u32,
-                    headers_len: r.headers.1,
-                    header_count: r.header_count,
-                    timestamp_type: h.timestamp_type(),
-                    inflated: in_inflated,
-                });
-            }
-            Ok(())
-        })();
-        match result {
+        match self.decode_batch(batch) {
             Ok(()) => {}
             Err(RecordError::DecompressedTooLarge { limit }) => {
-                stop = Some(if limit + inflated_len >= MAX_INFLATED {
+                return Some(if limit + self.inflated_len >= MAX_INFLATED {
                     Stop::TooLarge {
                         offset: batch_start,
                         skip_to: h.next_offset(),
@@ -424,62 +360,263 @@ pub(crate) fn build_chunk(
                 } else {
                     no_room()
                 });
-                break;
             }
             Err(e) => {
                 // Decompression and control-record errors do not know their batch: name it.
-                stop = Some(Stop::Error {
+                return Some(Stop::Error {
                     offset: batch_start,
                     skip_to: Some(h.next_offset()),
                     error: e.in_batch(h.base_offset),
                 });
-                break;
             }
         }
-        next_offset = h.next_offset();
-        last_epoch = LeaderEpoch(h.partition_leader_epoch);
-    }
-
-    if let Some(e) = bad_batch {
-        // Where to seek to skip it, when its header could be read.
-        stop = Some(Stop::Error {
-            offset: e.offset().unwrap_or(next_offset),
-            skip_to: batches.failed_batch_next_offset(),
-            error: e,
-        });
-    }
-
-    inflated.truncate(inflated_len);
-    let recycle = if inflated.capacity() > 0 {
-        spares.cloned()
-    } else {
+        self.next_offset = h.next_offset();
+        self.last_epoch = LeaderEpoch(h.partition_leader_epoch);
         None
-    };
-    let chunk = (next_offset != input.fetch_offset || !records.is_empty()).then(|| {
-        // Give back index room that was reserved and not used.
-        let unused = records.capacity() - records.len();
-        if unused > records.len() {
-            records.shrink_to_fit();
-            charge.shrink(unused * STORED_RECORD_BYTES);
+    }
+
+    /// Room in the record index for the records a data batch can hold, charged before
+    /// anything else of the batch (room for the whole set as the first batch suggests, if
+    /// the budget has it); `false` when the budget has no room even for this batch.
+    fn reserve_index(&mut self, batch: &RawBatch<'_>) -> bool {
+        let h = &batch.header;
+        let at_most =
+            (h.record_count.max(0) as usize).min(batch.records.len() / MIN_RECORD_SIZE + 1);
+        if at_most <= self.records.capacity() - self.records.len() {
+            return true;
         }
-        Chunk {
-            tp: input.tp,
-            epoch: input.epoch,
-            fetch_offset: input.fetch_offset,
+        let set_len = self.set_len;
+        let hint = *self.hint.get_or_insert_with(|| {
+            let per_record = (batch.records.len() / at_most.max(1)).max(MIN_RECORD_SIZE);
+            set_len / per_record
+        });
+        let need = self.records.len() + at_most;
+        let wanted = need.max(hint.min(need.saturating_mul(2)));
+        let capacity = self.records.capacity();
+        let grown = if self
+            .charge
+            .try_grow((wanted - capacity) * STORED_RECORD_BYTES)
+        {
+            Some(wanted)
+        } else if self
+            .charge
+            .try_grow((need - capacity) * STORED_RECORD_BYTES)
+        {
+            Some(need)
+        } else {
+            None
+        };
+        match grown {
+            Some(cap) => {
+                self.records.reserve_exact(cap - self.records.len());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Decodes `batch` into the chunk: a control batch is never delivered (an ABORT marker
+    /// ends its producer's aborted transaction), an aborted batch is skipped, and a data
+    /// batch's records go into the record index, decompressed first if need be.
+    fn decode_batch(&mut self, batch: &RawBatch<'_>) -> Result<(), RecordError> {
+        let h = &batch.header;
+        if h.is_control() {
+            let ctl = read_control(h, batch.records)?;
+            if let Some(f) = self.filter.as_mut() {
+                f.skip_batch(h, ctl);
+            }
+            return Ok(());
+        }
+        if self.filter.as_mut().is_some_and(|f| f.skip_batch(h, None)) {
+            return Ok(());
+        }
+        if h.compression() == Compression::None {
+            let base = self.set_start + batch.start + 61;
+            self.index_records(h, batch.records, base, false)
+        } else {
+            let at = self.inflate_batch(batch)?;
+            self.index_records(h, batch.records, at, true)
+        }
+    }
+
+    /// Decompresses a compressed batch's records onto the end of the decompression buffer
+    /// (a recycled one when there is none yet), charging what the buffer grows by;
+    /// returns where they start in it.
+    fn inflate_batch(&mut self, batch: &RawBatch<'_>) -> Result<usize, RecordError> {
+        let h = &batch.header;
+        if self.inflated.capacity() == 0 {
+            // A recycled buffer: already allocated, and initialized (no
+            // zeroing, no page faults). Its spare charge became ours.
+            if let Some(pool) = self.spares {
+                self.inflated = pool.take_any();
+                self.charge.grow(self.inflated.capacity());
+            }
+        }
+        let at = self.inflated_len;
+        let cap_before = self.inflated.capacity();
+        // What the budget can still hold, minus the decoder's slack.
+        let limit = MAX_INFLATED
+            .saturating_sub(at)
+            .min(self.budget.room().saturating_sub(DECOMPRESS_SLACK));
+        decompress_into(
+            h.compression(),
+            batch.records,
+            &mut self.inflated,
+            &mut self.inflated_len,
+            limit,
+        )?;
+        self.charge
+            .grow(self.inflated.capacity().saturating_sub(cap_before));
+        if at == 0 {
+            self.reserve_expected_inflation(batch);
+        }
+        Ok(at)
+    }
+
+    /// After the first compressed batch: expects the rest of the set to inflate as this
+    /// batch did, and reserves that once (if the budget has it) rather than grow the buffer
+    /// by copying it again and again.
+    fn reserve_expected_inflation(&mut self, batch: &RawBatch<'_>) {
+        let rest = self
+            .set_len
+            .saturating_sub(batch.start + 61 + batch.records.len());
+        let expected = (rest as u128 * self.inflated_len as u128
+            / batch.records.len().max(1) as u128)
+            .min((MAX_INFLATED - self.inflated_len) as u128) as usize;
+        let spare = self.inflated.capacity() - self.inflated_len;
+        // While the buffer moves, its old allocation is held too.
+        if expected > spare
+            && self.budget.room() >= expected - spare + self.inflated.capacity()
+            && self.charge.try_grow(expected - spare)
+        {
+            let cap0 = self.inflated.capacity();
+            self.inflated.truncate(self.inflated_len);
+            self.inflated.reserve_exact(expected);
+            let got = self.inflated.capacity() - cap0;
+            match got.cmp(&(expected - spare)) {
+                std::cmp::Ordering::Greater => self.charge.grow(got - (expected - spare)),
+                std::cmp::Ordering::Less => self.charge.shrink(expected - spare - got),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+    }
+
+    /// Adds a data batch's records at or after the fetch offset to the record index. They
+    /// lie in `raw` (the batch's records section, at `base` in the frame), or when
+    /// `in_inflated`, in the decompression buffer from `base` to its end. On an error, none
+    /// of the batch's records stay.
+    fn index_records(
+        &mut self,
+        h: &BatchHeader,
+        raw: &[u8],
+        base: usize,
+        in_inflated: bool,
+    ) -> Result<(), RecordError> {
+        let buf: &[u8] = if in_inflated {
+            &self.inflated[base..self.inflated_len]
+        } else {
+            raw
+        };
+        let before = self.records.len();
+        let mut it = RecordIter::new(h, buf);
+        loop {
+            let r = match it.next_fast() {
+                Some(r) => r,
+                None => match it.next() {
+                    None => break,
+                    Some(Ok(r)) => r,
+                    Some(Err(e)) => {
+                        self.records.truncate(before);
+                        return Err(e);
+                    }
+                },
+            };
+            if r.offset < self.fetch_offset {
+                continue;
+            }
+            if self.records.len() == self.records.capacity() {
+                // More records than the batch's count allowed for: RecordIter stops
+                // at the count, so this cannot happen; keep the charge exact anyway.
+                self.charge.grow(STORED_RECORD_BYTES);
+                self.records.reserve_exact(1);
+            }
+            self.records.push(stored_record(h, &r, base, in_inflated));
+        }
+        Ok(())
+    }
+
+    /// The chunk, if the position moved or a record was read (index room reserved and not
+    /// used given back), and why decoding stopped early, if it did.
+    fn finish(self, stop: Option<Stop>) -> Decoded {
+        let ChunkBuilder {
+            tp,
+            epoch,
+            fetch_offset,
+            end_offset,
+            frame,
+            set_len,
+            spares,
+            mut records,
+            mut inflated,
+            inflated_len,
+            mut charge,
             next_offset,
             last_epoch,
-            end_offset: input.end_offset,
-            frame: Some(Arc::clone(input.frame)),
-            inflated,
-            records,
-            _charge: Some(charge),
-            recycle,
+            ..
+        } = self;
+        inflated.truncate(inflated_len);
+        let recycle = if inflated.capacity() > 0 {
+            spares.cloned()
+        } else {
+            None
+        };
+        let chunk = (next_offset != fetch_offset || !records.is_empty()).then(|| {
+            // Give back index room that was reserved and not used.
+            let unused = records.capacity() - records.len();
+            if unused > records.len() {
+                records.shrink_to_fit();
+                charge.shrink(unused * STORED_RECORD_BYTES);
+            }
+            Chunk {
+                tp,
+                epoch,
+                fetch_offset,
+                next_offset,
+                last_epoch,
+                end_offset,
+                frame: Some(Arc::clone(frame)),
+                inflated,
+                records,
+                _charge: Some(charge),
+                recycle,
+            }
+        });
+        Decoded {
+            chunk,
+            stop,
+            bytes: set_len,
         }
-    });
-    Decoded {
-        chunk,
-        stop,
-        bytes: len,
+    }
+}
+
+/// How `r`, a record of the batch `h` whose records section (or decompressed content)
+/// starts at `base`, is stored in the record index.
+fn stored_record(h: &BatchHeader, r: &RecordRef, base: usize, in_inflated: bool) -> StoredRecord {
+    let (key_start, key_len) = r.key.map_or((0, -1), |(s, l)| (s, l as i32));
+    let (value_start, value_len) = r.value.map_or((0, -1), |(s, l)| (s, l as i32));
+    StoredRecord {
+        offset: r.offset,
+        timestamp: r.timestamp,
+        leader_epoch: h.partition_leader_epoch,
+        key_start: key_start + base as u32,
+        key_len,
+        value_start: value_start + base as u32,
+        value_len,
+        headers_start: r.headers.0 + base as u32,
+        headers_len: r.headers.1,
+        header_count: r.header_count,
+        timestamp_type: h.timestamp_type(),
+        inflated: in_inflated,
     }
 }
 
@@ -488,10 +625,7 @@ const DECOMPRESS_SLACK: usize = 64 * 1024;
 
 /// Reads the marker type of a control batch (decompressing it first in the rare case it
 /// is compressed).
-fn read_control(
-    h: &crate::protocol::records::BatchHeader,
-    records: &[u8],
-) -> Result<Option<ControlType>, RecordError> {
+fn read_control(h: &BatchHeader, records: &[u8]) -> Result<Option<ControlType>, RecordError> {
     let mut owned = Vec::new();
     let buf = if h.compression() == Compression::None {
         records

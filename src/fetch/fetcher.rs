@@ -44,18 +44,18 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Backoff, Jitter, Retry};
 use crate::buffer::{Budget, FrameBuf, Pool};
 use crate::cluster::{Cluster, Interest, Leader};
-use crate::config::OffsetReset;
 use crate::error::{Error, ErrorKind};
-use crate::fetch::chunk::{build_chunk, Chunk, FetchedFrame, PartitionInput, Stop};
+use crate::fetch::chunk::{build_chunk, Chunk, Decoded, FetchedFrame, PartitionInput, Stop};
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::fetch::session::{FetchSession, WantedPartition};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::protocol::api::fetch::{
-    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic,
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, FetchableTopicResponse,
+    ForgottenTopic, PartitionData,
 };
 use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{LeaderEpoch, NodeId, PositionEpoch, TopicPartition};
+use crate::types::{LeaderEpoch, NodeId, OffsetReset, PositionEpoch, TopicPartition};
 
 /// Fetching waits until at least this fraction (1/n) of the budget is free.
 const MIN_ROOM_DIVISOR: usize = 8;
@@ -173,6 +173,22 @@ impl Part {
         let d = self.retry.failed(policy, jitter);
         self.not_before = Some(now + d);
     }
+
+    /// Moves the position past `chunk`, with the chunk's leader epoch if it knows one, else
+    /// the one the position had.
+    fn move_past(&mut self, chunk: &Chunk) {
+        self.position = Position::At {
+            offset: chunk.next_offset,
+            leader_epoch: if chunk.last_epoch.known().is_some() {
+                chunk.last_epoch
+            } else {
+                match self.position {
+                    Position::At { leader_epoch, .. } => leader_epoch,
+                    _ => LeaderEpoch::UNKNOWN,
+                }
+            },
+        };
+    }
 }
 
 #[derive(Debug)]
@@ -189,6 +205,45 @@ enum Sent {
         route: Route,
         parts: Vec<(TopicPartition, PositionEpoch, i64)>,
     },
+}
+
+/// A Fetch answer while its partitions are applied: what they share, and what applying
+/// them gathers for the end of the answer.
+struct FetchAnswerContext<'a> {
+    /// The broker that answered.
+    node: NodeId,
+    /// The request asked for one partition's next batch alone.
+    solo: bool,
+    /// The response body the partitions' records lie in.
+    frame: &'a Arc<FetchedFrame>,
+    now: Instant,
+    /// The budget's count of application frees when the answer arrived: memory the
+    /// application frees after this point lets a partition that did not fit try again
+    /// (memory this thread gives back does not count: it changes nothing).
+    frees_before: u64,
+    /// Some partition waits for newer metadata.
+    need_metadata: bool,
+    /// Record-set bytes decoded whole, and the memory their chunks took.
+    decoded_in: usize,
+    decoded_out: usize,
+}
+
+impl FetchAnswerContext<'_> {
+    /// `p` waits for metadata newer than the cluster's current generation, which the end of
+    /// the answer asks for.
+    fn await_metadata(&mut self, p: &mut Part, cluster: &Cluster) {
+        self.need_metadata = true;
+        p.awaiting_metadata = Some(cluster.generation());
+    }
+}
+
+/// One partition's part of a Fetch answer, with the position it was fetched at.
+struct PartitionAnswer<'a> {
+    tp: TopicPartition,
+    epoch: PositionEpoch,
+    /// The fetch offset.
+    offset: i64,
+    data: &'a PartitionData,
 }
 
 /// The fetcher. See the module documentation.
@@ -834,6 +889,9 @@ impl Fetcher {
         }
     }
 
+    /// Applies a Fetch answer: its session part and top-level error, then the part of every
+    /// partition that is still where the request found it (invariant 2), then what the
+    /// whole answer taught (newer metadata needed, how much data expands when decoded).
     #[allow(clippy::too_many_arguments)]
     fn on_fetch(
         &mut self,
@@ -848,8 +906,60 @@ impl Fetcher {
         cluster: &mut Cluster,
     ) {
         let frame = Arc::new(FetchedFrame::new(body, &self.budget));
-        let resp: FetchResponse = match links.decode::<FetchRequest>(route, version, &frame, now) {
-            Ok(r) => r,
+        let Some(resp) = self.decode_fetch_answer(node, route, version, &frame, now, links) else {
+            return;
+        };
+        if !self.apply_top_level_answer(node, route, &resp, now) {
+            return;
+        }
+        let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
+            sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
+        let mut answer = FetchAnswerContext {
+            node,
+            solo,
+            frame: &frame,
+            now,
+            frees_before: self.budget.app_frees(),
+            need_metadata: false,
+            decoded_in: 0,
+            decoded_out: 0,
+        };
+        for t in &resp.responses {
+            let Some(name) = answered_topic_name(t, version, cluster) else {
+                answer.need_metadata = true;
+                continue;
+            };
+            for data in &t.partitions {
+                let tp = TopicPartition::new(Arc::clone(&name), data.partition_index);
+                let Some(&(epoch, offset)) = sent.get(&tp) else {
+                    continue;
+                };
+                let part = PartitionAnswer {
+                    tp,
+                    epoch,
+                    offset,
+                    data,
+                };
+                self.apply_partition_answer(&mut answer, &part, cluster);
+            }
+        }
+        self.learn_from_fetch_answer(&answer, cluster);
+    }
+
+    /// The Fetch response in `frame`; `None` when it does not decode, after an error for
+    /// the application, the broker's session treated as disconnected and the broker put in
+    /// backoff.
+    fn decode_fetch_answer(
+        &mut self,
+        node: NodeId,
+        route: Route,
+        version: i16,
+        frame: &FetchedFrame,
+        now: Instant,
+        links: &mut Links,
+    ) -> Option<FetchResponse> {
+        match links.decode::<FetchRequest>(route, version, frame, now) {
+            Ok(r) => Some(r),
             Err(e) => {
                 self.events.push_back(FetchEvent::Error(
                     Error::decode(e, format!("malformed Fetch response from {route}")),
@@ -859,9 +969,20 @@ impl Fetcher {
                     s.disconnected();
                 }
                 self.node_failed(node, now);
-                return;
+                None
             }
-        };
+        }
+    }
+
+    /// Applies the session part and the top-level error of a Fetch answer; whether its
+    /// partitions are to be applied (no top-level error: the broker's backoff ends).
+    fn apply_top_level_answer(
+        &mut self,
+        node: NodeId,
+        route: Route,
+        resp: &FetchResponse,
+        now: Instant,
+    ) -> bool {
         let top = ErrorCode::from_code(resp.error_code);
         if let Some(s) = self.sessions.get_mut(&node) {
             s.handle_response(top, resp.session_id);
@@ -875,253 +996,310 @@ impl Fetcher {
                     None,
                 ));
             }
-            return;
+            return false;
         }
         self.node_backoff.remove(&node);
-        let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
-            sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
-        // Memory the application frees after this point lets a partition that did not fit
-        // try again (memory this thread gives back does not count: it changes nothing).
-        let frees_before = self.budget.app_frees();
-        let mut need_metadata = false;
-        // Record-set bytes decoded whole, and the memory their chunks took.
-        let (mut decoded_in, mut decoded_out) = (0usize, 0usize);
-        for t in &resp.responses {
-            let name: Arc<str> = if version >= 13 {
-                match cluster.topic_name(&t.topic_id) {
-                    Some(n) => Arc::clone(n),
-                    None => {
-                        need_metadata = true;
-                        continue;
-                    }
-                }
-            } else {
-                Arc::from(t.topic.as_str())
-            };
-            for pd in &t.partitions {
-                let tp = TopicPartition::new(Arc::clone(&name), pd.partition_index);
-                let Some(&(epoch, offset)) = sent.get(&tp) else {
-                    continue;
-                };
-                let Some(p) = self.parts.get_mut(&tp) else {
-                    continue;
-                };
-                let current = matches!(p.position, Position::At { offset: o, .. } if o == offset);
-                if p.epoch != epoch || !current {
-                    continue;
-                }
-                let from_replica = p.replica.is_some_and(|(r, _)| r == node);
-                let code = ErrorCode::from_code(pd.error_code);
-                let end = if self.cfg.isolation_level == 1 {
-                    pd.last_stable_offset
-                } else {
-                    pd.high_watermark
-                };
-                if code.is_err() && from_replica {
-                    // Any error from a follower: go back to the leader (KIP-392).
-                    log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
-                    p.replica = None;
-                    if code != ErrorCode::OFFSET_OUT_OF_RANGE {
-                        if code.needs_metadata_refresh() {
-                            need_metadata = true;
-                            p.awaiting_metadata = Some(cluster.generation());
-                        }
-                        p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                    }
-                    continue;
-                }
-                match code {
-                    ErrorCode::None => {
-                        if end >= 0 && end != p.end_offset {
-                            p.end_offset = end;
-                            self.events.push_back(FetchEvent::End {
-                                tp: tp.clone(),
-                                epoch,
-                                end_offset: end,
-                            });
-                        }
-                        if pd.preferred_read_replica >= 0 && pd.preferred_read_replica != node.0 {
-                            let r = NodeId(pd.preferred_read_replica);
-                            log::debug!("partition {tp}: fetching from preferred replica {r}");
-                            p.replica = Some((r, now + self.cfg.replica_lease));
-                            if cluster.broker(r).is_none() {
-                                // Its address comes with newer metadata; until then the
-                                // leader would only name it again, at once, in a loop.
-                                need_metadata = true;
-                                p.awaiting_metadata = Some(cluster.generation());
-                            }
-                            continue;
-                        }
-                        if pd.records.len == 0 {
-                            p.retry.succeeded();
-                            continue;
-                        }
-                        let aborted = if self.cfg.isolation_level == 1 {
-                            Some(
-                                pd.aborted_transactions
-                                    .iter()
-                                    .flatten()
-                                    .map(|a| (a.producer_id, a.first_offset))
-                                    .collect(),
-                            )
-                        } else {
-                            None
-                        };
-                        let decoded = build_chunk(
-                            PartitionInput {
-                                tp: tp.clone(),
-                                epoch,
-                                fetch_offset: offset,
-                                end_offset: end,
-                                frame: &frame,
-                                records: (pd.records.start, pd.records.len),
-                                aborted,
-                                check_crcs: self.cfg.check_crcs,
-                            },
-                            &self.budget,
-                            frame.charged(),
-                            Some(&self.spares),
-                        );
-                        let moved = decoded.chunk.is_some();
-                        if moved {
-                            p.solo = false;
-                        }
-                        if decoded.stop.is_none() {
-                            if let Some(c) = &decoded.chunk {
-                                decoded_in += pd.records.len;
-                                decoded_out += c.charged();
-                            }
-                        }
-                        if let Some(c) = decoded.chunk {
-                            p.position = Position::At {
-                                offset: c.next_offset,
-                                leader_epoch: if c.last_epoch.known().is_some() {
-                                    c.last_epoch
-                                } else {
-                                    match p.position {
-                                        Position::At { leader_epoch, .. } => leader_epoch,
-                                        _ => LeaderEpoch::UNKNOWN,
-                                    }
-                                },
-                            };
-                            self.events.push_back(FetchEvent::Chunk(c));
-                        }
-                        match decoded.stop {
-                            None if moved => p.retry.succeeded(),
-                            None => {
-                                // Data that holds no complete batch at or after the position:
-                                // a batch cut by the response limit (its turn comes with the
-                                // rotation) or a lying broker. Back off; say so if it lasts.
-                                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                                if p.retry.failures() == STALLS_BEFORE_REPORT {
-                                    let e = Error::new(
-                                        ErrorKind::Protocol,
-                                        format!(
-                                            "partition {tp}: {} fetch answers at offset {offset} held {} bytes but no complete record batch at or after it (is max.partition.fetch.bytes smaller than a batch?)",
-                                            STALLS_BEFORE_REPORT, decoded.bytes
-                                        ),
-                                    )
-                                    .with_partition(tp.clone())
-                                    .with_offset(offset);
-                                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-                                }
-                            }
-                            Some(Stop::NoRoom {
-                                offset,
-                                alone: false,
-                                ..
-                            }) => {
-                                log::debug!("partition {tp}: batch at {offset} waits for memory");
-                                p.waiting_for_room = Some(frees_before);
-                                self.budget.wake_on_app_free();
-                            }
-                            Some(Stop::NoRoom {
-                                offset,
-                                alone: true,
-                                ..
-                            }) if !solo => {
-                                log::debug!("partition {tp}: batch at {offset} is fetched alone");
-                                p.solo = true;
-                            }
-                            Some(
-                                Stop::TooLarge { offset, skip_to }
-                                | Stop::NoRoom {
-                                    offset, skip_to, ..
-                                },
-                            ) => {
-                                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                                let e = Error::new(
-                                    ErrorKind::RecordTooLarge,
-                                    format!(
-                                        "partition {tp}: the record batch at offset {offset} needs more memory than fetch.buffer.bytes ({}) allows; raise it, or seek to {skip_to} to skip the batch",
-                                        self.budget.cap()
-                                    ),
-                                )
-                                .with_partition(tp.clone())
-                                .with_offset(offset)
-                                .with_skip_to(skip_to);
-                                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-                            }
-                            Some(Stop::Error {
-                                offset,
-                                skip_to,
-                                error,
-                            }) => {
-                                log::warn!("partition {tp} at offset {offset}: {error}");
-                                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                                let e = Error::records(error, &tp, offset, skip_to);
-                                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-                            }
-                        }
-                    }
-                    ErrorCode::OFFSET_OUT_OF_RANGE => {
-                        let why = Error::broker(
-                            code,
-                            format!(
-                                "partition {tp}: offset {offset} is out of range (log start {}, end {}) and auto.offset.reset is none",
-                                pd.log_start_offset, pd.high_watermark
-                            ),
-                        )
-                        .with_partition(tp.clone())
-                        .with_offset(offset);
-                        log::info!("partition {tp}: offset {offset} out of range");
-                        let position = self.default_reset(&tp, epoch, Some(offset), Some(why));
-                        if let Some(p) = self.parts.get_mut(&tp) {
-                            p.position = position;
-                            // The first reset goes at once; a broker that finds every
-                            // reset position out of range again must not make reset and
-                            // fetch alternate in a loop.
-                            let d = p.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
-                            if p.retry.failures() > 1 {
-                                p.not_before = Some(now + d);
-                            }
-                        }
-                    }
-                    c => {
-                        log::debug!("partition {tp}: fetch error {c}");
-                        p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                        if c.needs_metadata_refresh() {
-                            // Retry once newer metadata says where the partition lives.
-                            need_metadata = true;
-                            p.awaiting_metadata = Some(cluster.generation());
-                        } else if !c.is_retriable() {
-                            let e = Error::broker(
-                                c,
-                                format!("fetching partition {tp} at offset {offset}"),
-                            )
-                            .with_partition(tp.clone())
-                            .with_offset(offset);
-                            self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-                        }
-                    }
-                }
+        true
+    }
+
+    /// Applies one partition's part of a Fetch answer if the partition is still at the
+    /// position epoch and offset it was fetched at (invariant 2): an error from its
+    /// preferred read replica, its data, an offset out of range, or another error.
+    fn apply_partition_answer(
+        &mut self,
+        answer: &mut FetchAnswerContext<'_>,
+        part: &PartitionAnswer<'_>,
+        cluster: &Cluster,
+    ) {
+        let Some(p) = self.parts.get_mut(&part.tp) else {
+            return;
+        };
+        let current = matches!(p.position, Position::At { offset: o, .. } if o == part.offset);
+        if p.epoch != part.epoch || !current {
+            return;
+        }
+        let from_replica = p.replica.is_some_and(|(r, _)| r == answer.node);
+        let code = ErrorCode::from_code(part.data.error_code);
+        if code.is_err() && from_replica {
+            self.leave_replica_after_error(answer, part, code, cluster);
+            return;
+        }
+        match code {
+            ErrorCode::None => self.apply_partition_data(answer, part, cluster),
+            ErrorCode::OFFSET_OUT_OF_RANGE => self.reset_after_out_of_range(part, answer.now),
+            c => self.apply_partition_error(answer, part, c, cluster),
+        }
+    }
+
+    /// Any error from a preferred read replica: the partition goes back to its leader
+    /// (KIP-392), at once for an offset out of range, else after a backoff.
+    fn leave_replica_after_error(
+        &mut self,
+        answer: &mut FetchAnswerContext<'_>,
+        part: &PartitionAnswer<'_>,
+        code: ErrorCode,
+        cluster: &Cluster,
+    ) {
+        let Some(p) = self.parts.get_mut(&part.tp) else {
+            return;
+        };
+        let (tp, node) = (&part.tp, answer.node);
+        log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
+        p.replica = None;
+        if code != ErrorCode::OFFSET_OUT_OF_RANGE {
+            if code.needs_metadata_refresh() {
+                answer.await_metadata(p, cluster);
+            }
+            p.backoff(answer.now, &self.cfg.retry_backoff, &mut *self.jitter);
+        }
+    }
+
+    /// A partition's answer without error: its end offset (an event when it changed), then
+    /// either a preferred read replica to fetch from instead, or its records.
+    fn apply_partition_data(
+        &mut self,
+        answer: &mut FetchAnswerContext<'_>,
+        part: &PartitionAnswer<'_>,
+        cluster: &Cluster,
+    ) {
+        let end = self.end_offset_in(part.data);
+        let Some(p) = self.parts.get_mut(&part.tp) else {
+            return;
+        };
+        if end >= 0 && end != p.end_offset {
+            p.end_offset = end;
+            self.events.push_back(FetchEvent::End {
+                tp: part.tp.clone(),
+                epoch: part.epoch,
+                end_offset: end,
+            });
+        }
+        let preferred = part.data.preferred_read_replica;
+        if preferred >= 0 && preferred != answer.node.0 {
+            let r = NodeId(preferred);
+            log::debug!("partition {}: fetching from preferred replica {r}", part.tp);
+            p.replica = Some((r, answer.now + self.cfg.replica_lease));
+            if cluster.broker(r).is_none() {
+                // Its address comes with newer metadata; until then the
+                // leader would only name it again, at once, in a loop.
+                answer.await_metadata(p, cluster);
+            }
+            return;
+        }
+        if part.data.records.len == 0 {
+            p.retry.succeeded();
+            return;
+        }
+        let decoded = self.decode_records(answer.frame, part, end);
+        self.apply_decoded_records(answer, part, decoded);
+    }
+
+    /// The partition's end as an answer gives it: the last stable offset under
+    /// read_committed, else the high watermark.
+    fn end_offset_in(&self, data: &PartitionData) -> i64 {
+        if self.cfg.isolation_level == 1 {
+            data.last_stable_offset
+        } else {
+            data.high_watermark
+        }
+    }
+
+    /// Decodes a partition's records into a chunk (under read_committed, without the
+    /// aborted transactions its answer lists), charging the budget for what it holds.
+    fn decode_records(
+        &self,
+        frame: &Arc<FetchedFrame>,
+        part: &PartitionAnswer<'_>,
+        end: i64,
+    ) -> Decoded {
+        let aborted = if self.cfg.isolation_level == 1 {
+            Some(
+                part.data
+                    .aborted_transactions
+                    .iter()
+                    .flatten()
+                    .map(|a| (a.producer_id, a.first_offset))
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        build_chunk(
+            PartitionInput {
+                tp: part.tp.clone(),
+                epoch: part.epoch,
+                fetch_offset: part.offset,
+                end_offset: end,
+                frame,
+                records: (part.data.records.start, part.data.records.len),
+                aborted,
+                check_crcs: self.cfg.check_crcs,
+            },
+            &self.budget,
+            frame.charged(),
+            Some(&self.spares),
+        )
+    }
+
+    /// Hands the chunk decoded from a partition's records to the application and moves the
+    /// position past it (a record set decoded whole counts towards the expansion sample),
+    /// then deals with why decoding stopped early, if it did.
+    fn apply_decoded_records(
+        &mut self,
+        answer: &mut FetchAnswerContext<'_>,
+        part: &PartitionAnswer<'_>,
+        decoded: Decoded,
+    ) {
+        let Some(p) = self.parts.get_mut(&part.tp) else {
+            return;
+        };
+        let moved = decoded.chunk.is_some();
+        if moved {
+            p.solo = false;
+        }
+        if decoded.stop.is_none() {
+            if let Some(c) = &decoded.chunk {
+                answer.decoded_in += part.data.records.len;
+                answer.decoded_out += c.charged();
             }
         }
-        if need_metadata {
+        if let Some(c) = decoded.chunk {
+            p.move_past(&c);
+            self.events.push_back(FetchEvent::Chunk(c));
+        }
+        self.apply_decoding_stop(answer, part, decoded.stop, moved, decoded.bytes);
+    }
+
+    /// What follows from how decoding a partition's records (`bytes` of them) ended: success
+    /// when the position `moved` and nothing stopped it; otherwise a backoff (reported if it
+    /// lasts), a wait for memory, a fetch of the batch alone, or an error for the
+    /// application.
+    fn apply_decoding_stop(
+        &mut self,
+        answer: &FetchAnswerContext<'_>,
+        part: &PartitionAnswer<'_>,
+        stop: Option<Stop>,
+        moved: bool,
+        bytes: usize,
+    ) {
+        let Some(p) = self.parts.get_mut(&part.tp) else {
+            return;
+        };
+        let (tp, epoch, now) = (&part.tp, part.epoch, answer.now);
+        match stop {
+            None if moved => p.retry.succeeded(),
+            None => {
+                // Data that holds no complete batch at or after the position:
+                // a batch cut by the response limit (its turn comes with the
+                // rotation) or a lying broker. Back off; say so if it lasts.
+                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                if p.retry.failures() == STALLS_BEFORE_REPORT {
+                    let e = no_complete_batch_error(tp, part.offset, bytes);
+                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                }
+            }
+            Some(Stop::NoRoom {
+                offset,
+                alone: false,
+                ..
+            }) => {
+                log::debug!("partition {tp}: batch at {offset} waits for memory");
+                p.waiting_for_room = Some(answer.frees_before);
+                self.budget.wake_on_app_free();
+            }
+            Some(Stop::NoRoom {
+                offset,
+                alone: true,
+                ..
+            }) if !answer.solo => {
+                log::debug!("partition {tp}: batch at {offset} is fetched alone");
+                p.solo = true;
+            }
+            Some(
+                Stop::TooLarge { offset, skip_to }
+                | Stop::NoRoom {
+                    offset, skip_to, ..
+                },
+            ) => {
+                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                let e = batch_too_large_error(tp, offset, skip_to, self.budget.cap());
+                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+            }
+            Some(Stop::Error {
+                offset,
+                skip_to,
+                error,
+            }) => {
+                log::warn!("partition {tp} at offset {offset}: {error}");
+                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
+                let e = Error::records(error, tp, offset, skip_to);
+                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+            }
+        }
+    }
+
+    /// OFFSET_OUT_OF_RANGE: the position resets by `auto.offset.reset` (with `none` it is
+    /// stuck, and the application gets this error).
+    fn reset_after_out_of_range(&mut self, part: &PartitionAnswer<'_>, now: Instant) {
+        let (tp, epoch, offset) = (&part.tp, part.epoch, part.offset);
+        let why = Error::broker(
+            ErrorCode::OFFSET_OUT_OF_RANGE,
+            format!(
+                "partition {tp}: offset {offset} is out of range (log start {}, end {}) and auto.offset.reset is none",
+                part.data.log_start_offset, part.data.high_watermark
+            ),
+        )
+        .with_partition(tp.clone())
+        .with_offset(offset);
+        log::info!("partition {tp}: offset {offset} out of range");
+        let position = self.default_reset(tp, epoch, Some(offset), Some(why));
+        if let Some(p) = self.parts.get_mut(tp) {
+            p.position = position;
+            // The first reset goes at once; a broker that finds every
+            // reset position out of range again must not make reset and
+            // fetch alternate in a loop.
+            let d = p.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
+            if p.retry.failures() > 1 {
+                p.not_before = Some(now + d);
+            }
+        }
+    }
+
+    /// Any other partition error: a backoff, then newer metadata for an error that says
+    /// the leader moved, or an error for the application if retrying cannot help.
+    fn apply_partition_error(
+        &mut self,
+        answer: &mut FetchAnswerContext<'_>,
+        part: &PartitionAnswer<'_>,
+        code: ErrorCode,
+        cluster: &Cluster,
+    ) {
+        let Some(p) = self.parts.get_mut(&part.tp) else {
+            return;
+        };
+        let (tp, offset) = (&part.tp, part.offset);
+        log::debug!("partition {tp}: fetch error {code}");
+        p.backoff(answer.now, &self.cfg.retry_backoff, &mut *self.jitter);
+        if code.needs_metadata_refresh() {
+            // Retry once newer metadata says where the partition lives.
+            answer.await_metadata(p, cluster);
+        } else if !code.is_retriable() {
+            let e = Error::broker(code, format!("fetching partition {tp} at offset {offset}"))
+                .with_partition(tp.clone())
+                .with_offset(offset);
+            self.events
+                .push_back(FetchEvent::Error(e, Some(part.epoch)));
+        }
+    }
+
+    /// What a whole Fetch answer taught: newer metadata is needed, and how much memory a
+    /// byte of record set took when decoded (once the sample is large enough).
+    fn learn_from_fetch_answer(&mut self, answer: &FetchAnswerContext<'_>, cluster: &mut Cluster) {
+        if answer.need_metadata {
             cluster.request_update();
         }
-        if decoded_in >= MIN_EXPANSION_SAMPLE {
-            let seen = decoded_out as f64 / decoded_in as f64;
+        if answer.decoded_in >= MIN_EXPANSION_SAMPLE {
+            let seen = answer.decoded_out as f64 / answer.decoded_in as f64;
             self.expansion = ((self.expansion + seen) / 2.0).clamp(MIN_EXPANSION, MAX_EXPANSION);
         }
     }
@@ -1238,6 +1416,49 @@ impl Fetcher {
     pub fn poll_event(&mut self) -> Option<FetchEvent> {
         self.events.pop_front()
     }
+}
+
+/// The name of a topic in a Fetch answer: as the answer gives it up to v12; from v13, by
+/// its id from the metadata (`None` while the metadata does not know the id).
+fn answered_topic_name(
+    t: &FetchableTopicResponse,
+    version: i16,
+    cluster: &Cluster,
+) -> Option<Arc<str>> {
+    if version >= 13 {
+        cluster.topic_name(&t.topic_id).map(Arc::clone)
+    } else {
+        Some(Arc::from(t.topic.as_str()))
+    }
+}
+
+/// The error for a partition whose fetch answers at `offset` keep holding data (`bytes` of
+/// it) but no complete record batch at or after the offset.
+fn no_complete_batch_error(tp: &TopicPartition, offset: i64, bytes: usize) -> Error {
+    Error::new(
+        ErrorKind::Protocol,
+        format!(
+            "partition {tp}: {} fetch answers at offset {offset} held {} bytes but no complete record batch at or after it (is max.partition.fetch.bytes smaller than a batch?)",
+            STALLS_BEFORE_REPORT, bytes
+        ),
+    )
+    .with_partition(tp.clone())
+    .with_offset(offset)
+}
+
+/// The error for a record batch at `offset` that needs more memory than the whole budget
+/// (`cap` bytes) allows.
+fn batch_too_large_error(tp: &TopicPartition, offset: i64, skip_to: i64, cap: usize) -> Error {
+    Error::new(
+        ErrorKind::RecordTooLarge,
+        format!(
+            "partition {tp}: the record batch at offset {offset} needs more memory than fetch.buffer.bytes ({}) allows; raise it, or seek to {skip_to} to skip the batch",
+            cap
+        ),
+    )
+    .with_partition(tp.clone())
+    .with_offset(offset)
+    .with_skip_to(skip_to)
 }
 
 #[cfg(test)]

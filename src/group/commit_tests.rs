@@ -11,9 +11,18 @@ use crate::link::{Lane, Versions};
 use crate::protocol::api::offset_fetch::OffsetFetchResponse;
 use crate::protocol::api::Api;
 use crate::sim::{
-    self, commit_config, group_route, known_cluster, malformed, ms, request, response, tp, Net,
-    SimBroker,
+    self, group_route, known_cluster, malformed, ms, request, response, tp, Net, SimBroker,
 };
+
+/// Commit settings: `request.timeout.ms` 30 s, the tests' retry backoff, and no
+/// `require_stable`.
+fn commit_config() -> CommitConfig {
+    CommitConfig {
+        request_timeout: Duration::from_secs(30),
+        retry_backoff: sim::retry_backoff(),
+        require_stable: false,
+    }
+}
 
 /// Commits, the coordinator, links, a cluster that knows brokers 1 to 3, and the brokers
 /// (the coordinator of group `g` is broker 2).

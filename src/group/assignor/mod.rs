@@ -42,6 +42,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use crate::types::TopicPartition;
 
 pub use cooperative_sticky::CooperativeSticky;
@@ -144,28 +145,6 @@ pub trait Assignor: Send {
     ) -> BTreeMap<String, Vec<TopicPartition>>;
 }
 
-/// The assignors named by `partition.assignment.strategy`, in preference order.
-///
-/// # Errors
-/// A config error when the list is empty or names an unknown assignor.
-pub fn by_names(names: &[String]) -> Result<Vec<Box<dyn Assignor>>, crate::error::Error> {
-    if names.is_empty() {
-        return Err(crate::error::Error::config(
-            "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
-        ));
-    }
-    names
-        .iter()
-        .map(|name| {
-            assignor_by_name(name).ok_or_else(|| {
-                crate::error::Error::config(format!(
-                    "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
-                ))
-            })
-        })
-        .collect()
-}
-
 /// The assignor named `name` (the Java class names
 /// `org.apache.kafka.clients.consumer.RangeAssignor` etc. are accepted too); `None` for
 /// unknown names.
@@ -185,6 +164,26 @@ pub fn assignor_by_name(name: &str) -> Option<Box<dyn Assignor>> {
         "cooperative-sticky" => Some(Box::new(CooperativeSticky)),
         _ => None,
     }
+}
+
+/// The assignors named by `names` (`partition.assignment.strategy`), in order; an error
+/// for an empty list or for a name [`assignor_by_name`] does not know.
+pub fn by_names(names: &[String]) -> Result<Vec<Box<dyn Assignor>>> {
+    if names.is_empty() {
+        return Err(Error::config(
+            "partition.assignment.strategy is empty: name at least one of range, roundrobin, cooperative-sticky",
+        ));
+    }
+    names
+        .iter()
+        .map(|name| {
+            assignor_by_name(name).ok_or_else(|| {
+                Error::config(format!(
+                    "partition.assignment.strategy: unknown assignor `{name}` (known: range, roundrobin, cooperative-sticky)"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// Java's choice of rebalance protocol for a preference list: the highest protocol every

@@ -297,6 +297,26 @@ fn assignors_are_found_by_protocol_name_and_by_java_class_name() {
 }
 
 #[test]
+fn a_strategy_list_builds_its_assignors_in_order_or_names_what_is_wrong() {
+    let names = |ns: &[&str]| -> Vec<String> { ns.iter().map(|n| n.to_string()).collect() };
+    let built = by_names(&names(&["roundrobin", "range"])).unwrap();
+    let built: Vec<&str> = built.iter().map(|a| a.name()).collect();
+    assert_eq!(built, ["roundrobin", "range"]);
+    let unknown = by_names(&names(&["range", "sticky-ish"])).err().unwrap();
+    assert_eq!(
+        unknown.to_string(),
+        Error::config("partition.assignment.strategy: unknown assignor `sticky-ish` (known: range, roundrobin, cooperative-sticky)").to_string()
+    );
+    let empty = by_names(&[]).err().unwrap();
+    assert!(
+        empty
+            .to_string()
+            .contains("partition.assignment.strategy is empty"),
+        "{empty}"
+    );
+}
+
+#[test]
 fn the_rebalance_protocol_is_the_highest_that_every_configured_assignor_supports() {
     let by_names = |names: &[&str]| -> Vec<Box<dyn Assignor>> {
         names.iter().map(|n| assignor_by_name(n).unwrap()).collect()
