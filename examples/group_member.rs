@@ -186,9 +186,9 @@ fn run() -> AnyResult<()> {
             .cloned()
             .ok_or_else(|| format!("{k} is required"))
     };
-    let mut cfg = ConsumerConfig::new(&need("--bootstrap")?);
-    cfg.set("group.id", &need("--group")?)?;
-    cfg.set("enable.auto.commit", "false")?;
+    let mut cfg = ConsumerConfig::new(&need("--bootstrap")?)
+        .set("group.id", &need("--group")?)?
+        .set("enable.auto.commit", "false")?;
     let mapping = [
         ("--protocol", "group.protocol"),
         ("--assignor", "partition.assignment.strategy"),
@@ -202,11 +202,11 @@ fn run() -> AnyResult<()> {
     ];
     for (opt, key) in mapping {
         if let Some(v) = opts.get(opt) {
-            cfg.set(key, v)?;
+            cfg = cfg.set(key, v)?;
         }
     }
     for (k, v) in &extra {
-        cfg.set(k, v)?;
+        cfg = cfg.set(k, v)?;
     }
     let commit_on_revoke = opts.get("--commit").is_none_or(|v| v == "revoke");
     let listener = Reporter { commit_on_revoke };

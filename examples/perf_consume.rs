@@ -76,7 +76,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     ])?;
     let mut config = config;
     for (k, v) in &sets {
-        config.set(k, v)?;
+        config = config.set(k, v)?;
     }
     let mut consumer = Consumer::new(config)?;
     let partitions = consumer.partitions_for(topic)?;

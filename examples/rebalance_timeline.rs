@@ -111,29 +111,24 @@ impl Variant {
         }
     }
 
-    fn configure(self, config: &mut ConsumerConfig) -> kafka_consumer::Result<()> {
+    fn configure(self, config: ConsumerConfig) -> kafka_consumer::Result<ConsumerConfig> {
         match self {
-            Variant::Cooperative | Variant::Eager => {
-                config
-                    .set("group.protocol", "classic")?
-                    .set(
-                        "partition.assignment.strategy",
-                        if self == Variant::Eager {
-                            "range"
-                        } else {
-                            "cooperative-sticky"
-                        },
-                    )?
-                    .set("session.timeout.ms", "6000")?
-                    .set("heartbeat.interval.ms", "500")?;
-            }
-            Variant::Consumer => {
-                config
-                    .set("group.protocol", "consumer")?
-                    .set("group.remote.assignor", "uniform")?;
-            }
+            Variant::Cooperative | Variant::Eager => config
+                .set("group.protocol", "classic")?
+                .set(
+                    "partition.assignment.strategy",
+                    if self == Variant::Eager {
+                        "range"
+                    } else {
+                        "cooperative-sticky"
+                    },
+                )?
+                .set("session.timeout.ms", "6000")?
+                .set("heartbeat.interval.ms", "500"),
+            Variant::Consumer => config
+                .set("group.protocol", "consumer")?
+                .set("group.remote.assignor", "uniform"),
         }
-        Ok(())
     }
 }
 
@@ -362,15 +357,18 @@ fn member(
     if wait > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(wait));
     }
-    let mut config = ConsumerConfig::new(bootstrap)
+    let config = ConsumerConfig::new(bootstrap)
         .group_id(group)
         .client_id(&format!("timeline-{name}"))
         .auto_offset_reset(OffsetReset::Earliest)
         .enable_auto_commit(false);
-    if let Err(e) = variant.configure(&mut config) {
-        shared.error(name, format!("config: {e}"));
-        return;
-    }
+    let config = match variant.configure(config) {
+        Ok(c) => c,
+        Err(e) => {
+            shared.error(name, format!("config: {e}"));
+            return;
+        }
+    };
     shared.tracks.lock().unwrap()[idx].started = Some(shared.now());
     shared.note(format!("{name} starts"));
     let mut consumer = match Consumer::new(config) {

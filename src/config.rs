@@ -165,7 +165,7 @@ impl ConsumerConfig {
     {
         let mut c = ConsumerConfig::new("");
         for (k, v) in props {
-            c.set(k, v)?;
+            c.apply(k, v)?;
         }
         if c.bootstrap.is_empty() {
             return Err(Error::config("bootstrap.servers is required"));
@@ -208,7 +208,29 @@ impl ConsumerConfig {
     /// for no hostname check), `enable.ssl.certificate.verification`, `ssl.protocol` and
     /// `ssl.enabled.protocols` (`TLSv1.2`, `TLSv1.3`). Passwords, keys and tokens are kept
     /// as [`Secret`]s: never logged, never shown by `Debug`.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<&mut ConsumerConfig> {
+    ///
+    /// Like the typed methods it takes the configuration and gives it back, so the two
+    /// chain (in a loop: `config = config.set(key, value)?`):
+    ///
+    /// ```
+    /// use kafka_consumer::{ConsumerConfig, OffsetReset};
+    ///
+    /// let config = ConsumerConfig::new("127.0.0.1:9092")
+    ///     .set("group.id", "billing")?
+    ///     .set("max.poll.records", "100")?
+    ///     .auto_offset_reset(OffsetReset::Earliest);
+    /// # Ok::<(), kafka_consumer::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Config`](crate::ErrorKind::Config) for an unknown key or a bad value (the
+    /// message names the key), [`Unsupported`](crate::ErrorKind::Unsupported) for GSSAPI.
+    pub fn set(mut self, key: &str, value: &str) -> Result<ConsumerConfig> {
+        self.apply(key, value)?;
+        Ok(self)
+    }
+
+    /// [`ConsumerConfig::set`] in place.
+    fn apply(&mut self, key: &str, value: &str) -> Result<()> {
         let v = value.trim();
         match key {
             "bootstrap.servers" | "metadata.broker.list" => {
@@ -296,12 +318,9 @@ impl ConsumerConfig {
             }
             "enable.auto.commit" => self.enable_auto_commit = parse_bool(key, v)?,
             "auto.commit.interval.ms" => self.auto_commit_interval = parse_ms(key, v)?,
-            _ => {
-                self.set_security(key, value)?;
-                return Ok(self);
-            }
+            _ => return self.set_security(key, value),
         }
-        Ok(self)
+        Ok(())
     }
 
     /// The security settings: `security.protocol`, SASL and TLS, by their Java and
@@ -1157,10 +1176,7 @@ mod tests {
             ("bootstrap.servers", "localhost:99999"),
             ("fetch.max.wait.ms", "-1"),
         ] {
-            let e = ConsumerConfig::new("a:1")
-                .set(k, v)
-                .map(|_| ())
-                .unwrap_err();
+            let e = ConsumerConfig::new("a:1").set(k, v).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Config, "{k}={v}");
             assert!(e.to_string().contains(k), "{e}");
         }
@@ -1195,7 +1211,6 @@ mod tests {
             assert!(e.to_string().contains(why), "{bad}: {e}");
             let e = ConsumerConfig::new("a:1")
                 .set("bootstrap.servers", bad)
-                .map(|_| ())
                 .expect_err(bad);
             assert_eq!(e.kind(), ErrorKind::Config);
         }
@@ -1229,11 +1244,9 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::Config);
             assert!(e.to_string().contains(key), "{key}: {e}");
         }
-        let mut c = ConsumerConfig::new("h:1");
-        assert!(
-            c.set("request.timeout.ms", "0").is_ok(),
-            "set accepts, validate rejects"
-        );
+        let c = ConsumerConfig::new("h:1")
+            .set("request.timeout.ms", "0")
+            .expect("set accepts, validate rejects");
         assert!(c.validate().is_err());
         let c = ConsumerConfig::new("h:1")
             .request_timeout(Duration::MAX)
@@ -1266,7 +1279,6 @@ mod tests {
         }
         let e = ConsumerConfig::new("h:1")
             .set("group.protocol", "eager")
-            .map(|_| ())
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Config);
         let msg = e.to_string();
@@ -1294,8 +1306,9 @@ mod tests {
             assert!(c.validate().is_ok(), "{name}");
         }
         for empty in ["", "  "] {
-            let mut c = ConsumerConfig::new("h:1");
-            c.set("group.remote.assignor", empty).unwrap();
+            let c = ConsumerConfig::new("h:1")
+                .set("group.remote.assignor", empty)
+                .unwrap();
             assert_eq!(c.group_remote_assignor, None, "`{empty}` is unset");
             let c = ConsumerConfig::new("h:1").group_remote_assignor(empty);
             assert_eq!(c.group_remote_assignor, None, "`{empty}` is unset");
@@ -1304,7 +1317,6 @@ mod tests {
         for bad in ["uni form", "range,uniform", "org/x", "é"] {
             let e = ConsumerConfig::new("h:1")
                 .set("group.remote.assignor", bad)
-                .map(|_| ())
                 .expect_err(bad);
             assert_eq!(e.kind(), ErrorKind::Config);
             assert!(e.to_string().contains("group.remote.assignor"), "{e}");

@@ -52,6 +52,20 @@ pub enum ErrorKind {
     /// assigned partitions committed to a group that has active members). The message
     /// says what to do.
     CommitFailed,
+    /// The consumer's group membership stopped for good, for a reason rejoining would not
+    /// fix: the broker refused a setting (`session.timeout.ms`, the assignors of
+    /// `partition.assignment.strategy`, `group.remote.assignor`), the consumer may not use
+    /// the group, the group is full, another consumer with the same `group.instance.id`
+    /// fenced this one, or the broker lacks what `group.protocol` needs. The message names
+    /// the group and what to change; [`Error::kafka_code`] has the broker's code, if it sent
+    /// one.
+    ///
+    /// [`Consumer::poll`](crate::Consumer::poll) returns it once, after running
+    /// `on_partitions_lost` for the partitions the consumer owned; from then on the consumer
+    /// owns no partition and `poll` waits out its timeout and returns no records, as the
+    /// Java client does with a member in its fatal state. To go on, fix the cause and call
+    /// `subscribe` again (which joins as a new member), or `unsubscribe` (or `close`).
+    GroupFatal,
     /// The partition is not assigned to this consumer.
     NotAssigned,
     /// The call does not fit the consumer's state: `assign` while subscribed (or the

@@ -795,6 +795,7 @@ mod tests {
     use crate::protocol::message::{Bytes, Uuid};
     use crate::protocol::records::testing::{control_batch, encode_records, RecordSpec};
     use crate::protocol::wire::Writer;
+    use byteorder::{BigEndian, ByteOrder};
     use std::collections::BTreeSet;
     use std::path::{Path, PathBuf};
     use std::time::Instant;
@@ -1063,24 +1064,24 @@ mod tests {
                 6 => {
                     // An int32 length or count field.
                     let at = at.min(len - 4);
-                    let old = i32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
+                    let old = BigEndian::read_i32(&buf[at..at + 4]);
                     let new = match rng.below(4) {
                         0 => old.wrapping_add(1 + rng.below(16) as i32),
                         1 => old.wrapping_sub(1 + rng.below(16) as i32),
                         2 => INTERESTING_I32[rng.below(INTERESTING_I32.len())],
                         _ => len as i32 - at as i32 + rng.below(9) as i32 - 4,
                     };
-                    buf[at..at + 4].copy_from_slice(&new.to_be_bytes());
+                    BigEndian::write_i32(&mut buf[at..at + 4], new);
                 }
                 7 => {
                     let at = at.min(len - 2);
-                    let old = i16::from_be_bytes([buf[at], buf[at + 1]]);
+                    let old = BigEndian::read_i16(&buf[at..at + 2]);
                     let new = match rng.below(3) {
                         0 => old.wrapping_add(1),
                         1 => old.wrapping_sub(1),
                         _ => [0, -1, i16::MAX, i16::MIN][rng.below(4)],
                     };
-                    buf[at..at + 2].copy_from_slice(&new.to_be_bytes());
+                    BigEndian::write_i16(&mut buf[at..at + 2], new);
                 }
                 8 => {
                     // A varint: lengthen, shorten or grow it.
@@ -2156,7 +2157,7 @@ mod tests {
                         "batch_lz4" => Compression::Lz4,
                         _ => Compression::Zstd,
                     };
-                    let count = u16::from_be_bytes([data[0], data[1]]);
+                    let count = BigEndian::read_u16(data);
                     let batch = codec_batch(c, count, data[2], &data[3..]);
                     let d = decode_record_set(&batch, true);
                     if ALL_CODECS {

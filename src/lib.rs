@@ -33,6 +33,7 @@
 //! `io` (the mio loop that carries it out); the public surface is re-exported here.
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod backoff;
 mod buffer;

@@ -52,7 +52,9 @@ pub trait RebalanceListener: Send {
 
     /// `partitions` were lost: the consumer was removed from the group (it missed
     /// heartbeats for `session.timeout.ms`, did not poll for `max.poll.interval.ms`, or
-    /// was fenced), and another member may own them already. Committing them would fail.
+    /// was fenced), or its membership stopped for good (the `poll` that runs this then
+    /// returns [`ErrorKind::GroupFatal`](crate::ErrorKind::GroupFatal)), and another member
+    /// may own them already. Committing them would fail.
     /// By default this calls [`on_partitions_revoked`](Self::on_partitions_revoked).
     fn on_partitions_lost(&mut self, consumer: &mut Consumer, partitions: &[TopicPartition]) {
         self.on_partitions_revoked(consumer, partitions)

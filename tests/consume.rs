@@ -738,13 +738,14 @@ fn held_consumer_records_stop_the_prefetch_within_the_budget_and_dropping_them_l
     p.run();
     let budget = 256 * 1024;
     let partition_max = 64 * 1024;
-    let mut cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
+    let cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
         .client_id("it")
         .auto_offset_reset(kafka_consumer::OffsetReset::Earliest)
         .default_api_timeout(Duration::from_secs(30))
         .fetch_buffer_bytes(budget)
-        .max_partition_fetch_bytes(partition_max as i32);
-    cfg.set("max.poll.records", "200").unwrap();
+        .max_partition_fetch_bytes(partition_max as i32)
+        .set("max.poll.records", "200")
+        .unwrap();
     let (mut c, io) = IoThread::of(cfg);
     c.assign(&all_partitions(&topic, 2)).unwrap();
 

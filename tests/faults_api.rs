@@ -1041,3 +1041,67 @@ fn subscribing_to_a_group_the_client_may_not_use_is_an_error_from_poll_naming_th
     assert!(during <= 5, "{during} FindCoordinator requests in 2 s");
     c.close().unwrap();
 }
+
+/// Polls until `poll` returns an error; every poll before it returns no records.
+fn poll_group_error(c: &mut Consumer, limit: Duration) -> Error {
+    let deadline = Instant::now() + limit;
+    loop {
+        match c.poll(Duration::from_millis(100)) {
+            Err(e) => return e,
+            Ok(r) => {
+                assert!(r.is_empty());
+                assert!(Instant::now() < deadline, "no error from poll");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_member_that_stopped_for_good_is_reported_once_and_poll_then_waits_until_subscribe() {
+    // The fake speaks no JoinGroup: the member cannot join, whatever it retries.
+    let fake = FakeCluster::start(1, move |r| match r.key {
+        METADATA => Reply::Send(simple_metadata(r, 1)),
+        FIND_COORDINATOR => Reply::Send(find_coordinator(r, 0, 0, r.ports[0])),
+        OFFSET_FETCH => Reply::Send(offset_fetch_nothing(r)),
+        _ => Reply::Close,
+    });
+    let mut c = Consumer::new(config(&fake.addr(0)).group_id("stuck")).unwrap();
+    c.subscribe(&["t"]).unwrap();
+    let e = poll_group_error(&mut c, Duration::from_secs(20));
+    assert_eq!(e.kind(), ErrorKind::GroupFatal, "{e}");
+    assert!(!e.is_retriable(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("stuck") && text.contains("JoinGroup"),
+        "{text}"
+    );
+
+    // Once: a loop that logs the error and polls again waits out each timeout, without an
+    // error and without records, still subscribed and owning nothing.
+    for _ in 0..3 {
+        let start = Instant::now();
+        let records = c.poll(Duration::from_millis(300)).expect("no second error");
+        assert!(records.is_empty());
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(300),
+            "poll returned after {took:?}"
+        );
+    }
+    assert_eq!(c.subscription().unwrap(), vec!["t".to_owned()]);
+    assert!(c.assignment().is_empty());
+    assert_eq!(c.group_metadata().unwrap().generation_id, -1);
+    let e = c.assign(&[tp(0)]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidState, "still subscribed: {e}");
+
+    // Subscribing again starts over with a new member (which stops the same way here).
+    c.subscribe(&["t"]).unwrap();
+    let e = poll_group_error(&mut c, Duration::from_secs(20));
+    assert_eq!(e.kind(), ErrorKind::GroupFatal, "{e}");
+    // And unsubscribing ends it: polls are plain waits again.
+    c.unsubscribe().unwrap();
+    let start = Instant::now();
+    assert!(c.poll(Duration::from_millis(200)).unwrap().is_empty());
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    c.close().unwrap();
+}

@@ -110,10 +110,13 @@ fn a_deleted_topic_is_reported_once_per_partition_the_thread_idles_and_a_recreat
 fn zero_reconnect_backoff_and_zero_metadata_max_age_leave_an_idle_consumer_idle() {
     let topic = unique_topic("zero-backoff");
     Produce::new(&topic, 2, 0).run();
-    let mut cfg = config();
-    cfg.set("reconnect.backoff.ms", "0").unwrap();
-    cfg.set("reconnect.backoff.max.ms", "0").unwrap();
-    cfg.set("metadata.max.age.ms", "0").unwrap();
+    let cfg = (|| {
+        config()
+            .set("reconnect.backoff.ms", "0")?
+            .set("reconnect.backoff.max.ms", "0")?
+            .set("metadata.max.age.ms", "0")
+    })()
+    .unwrap();
     let (mut c, io) = IoThread::of(cfg);
     let tps = all_partitions(&topic, 2);
     c.assign(&tps).unwrap();
@@ -142,8 +145,7 @@ fn zero_reconnect_backoff_and_zero_metadata_max_age_leave_an_idle_consumer_idle(
 fn offset_lookups_do_not_wait_behind_fetch_long_polls() {
     let topic = unique_topic("lookup-beside-fetch");
     Produce::new(&topic, 2, 0).run();
-    let mut cfg = config();
-    cfg.set("fetch.max.wait.ms", "3000").unwrap();
+    let cfg = config().set("fetch.max.wait.ms", "3000").unwrap();
     let mut c = Consumer::new(cfg).unwrap();
     let tps = all_partitions(&topic, 2);
     c.assign(&tps).unwrap();

@@ -529,9 +529,11 @@ fn a_session_timeout_the_broker_rejects_is_an_error_from_poll_naming_the_setting
     };
     assert!(e.to_string().contains("session.timeout.ms"), "{e}");
     assert_eq!(e.kafka_code(), Some(26), "INVALID_SESSION_TIMEOUT: {e}");
-    // It stays: the member stopped.
-    let again = c.poll(Duration::from_millis(100)).unwrap_err();
-    assert_eq!(again.kafka_code(), Some(26));
+    assert_eq!(e.kind(), kafka_consumer::ErrorKind::GroupFatal, "{e}");
+    // The member stopped: reported once, then polls wait out their timeout (no spinning).
+    let start = Instant::now();
+    assert!(c.poll(Duration::from_millis(300)).unwrap().is_empty());
+    assert!(start.elapsed() >= Duration::from_millis(300));
 }
 
 #[test]
@@ -556,6 +558,7 @@ fn assignors_no_member_shares_are_an_inconsistent_group_protocol_error() {
         }
     };
     assert_eq!(e.kafka_code(), Some(23), "INCONSISTENT_GROUP_PROTOCOL: {e}");
+    assert_eq!(e.kind(), kafka_consumer::ErrorKind::GroupFatal, "{e}");
     assert!(
         e.to_string().contains("partition.assignment.strategy"),
         "{e}"
@@ -634,6 +637,71 @@ fn the_listener_may_read_positions_and_pause_the_partitions_it_is_given() {
             got.get(&1).copied().unwrap_or(0) >= 1
         });
         c.close().unwrap();
+    }
+}
+
+#[test]
+fn a_static_member_fenced_by_another_with_its_instance_id_loses_its_partitions_and_says_so_once() {
+    use kafka_consumer::{Consumer, ErrorKind, RebalanceListener, TopicPartition};
+    use std::sync::{Arc, Mutex};
+
+    struct Lost(Arc<Mutex<Vec<TopicPartition>>>);
+    impl RebalanceListener for Lost {
+        fn on_partitions_lost(&mut self, _: &mut Consumer, parts: &[TopicPartition]) {
+            self.0.lock().unwrap().extend(parts.iter().cloned());
+        }
+    }
+
+    let topic = unique_topic("groups-fenced-static");
+    let group = unique_topic("g-fenced-static");
+    Produce::new(&topic, 2, 10).run();
+    let settings = [
+        ("group.id", group.as_str()),
+        ("group.instance.id", "the-only-one"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+    ];
+    let lost = Arc::new(Mutex::new(Vec::new()));
+    let mut a = consumer(&settings);
+    a.subscribe_with_listener(&[&topic], Lost(Arc::clone(&lost)))
+        .unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while a.assignment().len() < 2 {
+        a.poll(Duration::from_millis(200)).expect("a joins");
+        assert!(Instant::now() < deadline, "a got no partitions");
+    }
+    // b takes a's group.instance.id: the coordinator gives it a's place, and a's next
+    // heartbeat is refused with FENCED_INSTANCE_ID.
+    let mut b = consumer(&settings);
+    b.subscribe(&[&topic]).unwrap();
+    let e = loop {
+        b.poll(Duration::from_millis(100)).expect("b joins");
+        match a.poll(Duration::from_millis(100)) {
+            Err(e) => break e,
+            Ok(_) => assert!(Instant::now() < deadline, "a was not fenced"),
+        }
+    };
+    assert_eq!(e.kind(), ErrorKind::GroupFatal, "{e}");
+    assert_eq!(e.kafka_code(), Some(82), "FENCED_INSTANCE_ID: {e}");
+    assert!(e.to_string().contains("group.instance.id"), "{e}");
+    let mut lost_now = lost.lock().unwrap().clone();
+    lost_now.sort();
+    assert_eq!(
+        lost_now,
+        all_partitions(&topic, 2),
+        "a's partitions are lost (not revoked) before the error"
+    );
+    assert!(a.assignment().is_empty());
+    assert_eq!(a.group_metadata().unwrap().generation_id, -1);
+    // Once: a's later polls wait out their timeout and return nothing.
+    let start = Instant::now();
+    assert!(a.poll(Duration::from_millis(300)).unwrap().is_empty());
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    // b owns both partitions.
+    while b.assignment().len() < 2 {
+        b.poll(Duration::from_millis(200))
+            .expect("b owns the partitions");
+        assert!(Instant::now() < deadline, "b got no partitions");
     }
 }
 

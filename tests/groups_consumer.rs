@@ -731,10 +731,10 @@ fn classic_only_settings_are_config_errors_under_the_consumer_protocol() {
         ("partition.assignment.strategy", "range"),
     ] {
         let result = (|| -> kafka_consumer::Result<()> {
-            let mut cfg = kafka_consumer::ConsumerConfig::new(bootstrap());
-            cfg.set("group.id", "g")?;
-            cfg.set("group.protocol", "consumer")?;
-            cfg.set(key, value)?;
+            let cfg = kafka_consumer::ConsumerConfig::new(bootstrap())
+                .set("group.id", "g")?
+                .set("group.protocol", "consumer")?
+                .set(key, value)?;
             kafka_consumer::Consumer::new(cfg).map(|_| ())
         })();
         let e = result.expect_err(key);
@@ -742,9 +742,12 @@ fn classic_only_settings_are_config_errors_under_the_consumer_protocol() {
         assert!(e.to_string().contains(key), "{key}: {e}");
     }
     // Without them it is fine, and the broker's settings apply.
-    let mut cfg = kafka_consumer::ConsumerConfig::new(bootstrap());
-    cfg.set("group.id", "g").unwrap();
-    cfg.set("group.protocol", "consumer").unwrap();
-    cfg.set("group.remote.assignor", "range").unwrap();
+    let cfg = (|| {
+        kafka_consumer::ConsumerConfig::new(bootstrap())
+            .set("group.id", "g")?
+            .set("group.protocol", "consumer")?
+            .set("group.remote.assignor", "range")
+    })()
+    .unwrap();
     kafka_consumer::Consumer::new(cfg).expect("a consumer-protocol consumer");
 }

@@ -576,10 +576,10 @@ fn refused_port() -> u16 {
 }
 
 fn zero_reconnect_backoff(bootstrap: &str) -> ConsumerConfig {
-    let mut cfg = config(bootstrap);
-    cfg.set("reconnect.backoff.ms", "0").unwrap();
-    cfg.set("reconnect.backoff.max.ms", "0").unwrap();
-    cfg
+    config(bootstrap)
+        .set("reconnect.backoff.ms", "0")
+        .and_then(|c| c.set("reconnect.backoff.max.ms", "0"))
+        .unwrap()
 }
 
 #[test]
@@ -651,8 +651,9 @@ fn metadata_max_age_zero_refreshes_at_most_a_few_times_a_second() {
     let mut log = Log::default();
     log.append(2);
     let fake = FakeCluster::start(1, serve_logs(HashMap::from([(0, log)])));
-    let mut cfg = config(&fake.addr(0));
-    cfg.set("metadata.max.age.ms", "0").unwrap();
+    let cfg = config(&fake.addr(0))
+        .set("metadata.max.age.ms", "0")
+        .unwrap();
     let (mut c, io) = IoThread::of(cfg);
     c.assign(&[tp0()]).unwrap();
     assert_eq!(poll_records(&mut c, 2, Duration::from_secs(10)), vec![0, 1]);

@@ -55,7 +55,7 @@ fn config(offset: u16, props: &[(&str, &str)]) -> ConsumerConfig {
         .request_timeout(Duration::from_secs(10))
         .connection_setup_timeout(Duration::from_secs(5));
     for (k, v) in props {
-        c.set(k, v).expect("valid test config");
+        c = c.set(k, v).expect("valid test config");
     }
     c
 }

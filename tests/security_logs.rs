@@ -111,7 +111,7 @@ fn no_secret_reaches_the_trace_log_an_error_or_debug() {
             ("sasl.mechanism", mechanism.to_owned()),
             ("sasl.jaas.config", jaas(module, "alice", password)),
         ] {
-            c.set(k, &v).expect("valid");
+            c = c.set(k, &v).expect("valid");
         }
         reported.push_str(&exercise(c, &topic));
     }

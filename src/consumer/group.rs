@@ -51,7 +51,8 @@ pub(crate) struct GroupState {
     pub listener: Option<Box<dyn RebalanceListener>>,
     pub pending: VecDeque<PendingCallback>,
     pub identity: Option<Identity>,
-    /// The member stopped for good: `poll` returns this until the next subscribe.
+    /// The member stopped for good and `poll` has not said so yet (it does once, see
+    /// [`Consumer::take_fatal`]).
     pub fatal: Option<Error>,
     /// A listener method is running (some calls are refused meanwhile).
     pub in_callback: bool,
@@ -154,9 +155,15 @@ impl Consumer {
                 "subscribe: partitions are assigned by hand; call assign(&[]) first",
             ));
         }
+        // A member that stopped for good is replaced by this subscription (on the I/O
+        // thread): what it owned is lost first, to the listener that heard of it, even when
+        // `poll` has not reported the error yet.
+        self.drain();
+        if self.group.fatal.take().is_some() {
+            self.give_up_partitions()?;
+        }
         self.group.subscribed = Some(subscribed);
         self.group.listener = listener;
-        self.group.fatal = None;
         self.io.poll_clock.polled();
         if self.cfg.enable_auto_commit && self.group.next_auto_commit.is_none() {
             self.group.next_auto_commit = Instant::now().checked_add(self.cfg.auto_commit_interval);
@@ -216,6 +223,33 @@ impl Consumer {
             member_id: id.member_id,
             group_instance_id: self.cfg.group_instance_id.clone().or(id.instance_id),
         })
+    }
+
+    /// The fatal group error `poll` has not returned yet, if any (and the consumer is still
+    /// subscribed). As the Java client does with a member in its fatal state, the member's
+    /// partitions are lost (not revoked: it is out of the group, so nothing is committed),
+    /// and the consumer owns none until the next `subscribe`; so the error is returned once,
+    /// and later polls wait out their timeout instead of failing at once.
+    pub(crate) fn take_fatal(&mut self) -> Result<Option<Error>> {
+        if !self.subscribed() {
+            return Ok(None);
+        }
+        let Some(e) = self.group.fatal.take() else {
+            return Ok(None);
+        };
+        self.give_up_partitions()?;
+        Ok(Some(e))
+    }
+
+    /// Runs `on_partitions_lost` for every partition owned (a panic in it is logged: the
+    /// fatal error is what the caller hears about) and makes the assignment empty.
+    fn give_up_partitions(&mut self) -> Result<()> {
+        let owned = self.assignment.clone();
+        if !owned.is_empty() {
+            let _ = self.call_listener(CallbackKind::Lost, &owned);
+        }
+        self.group.pending.clear();
+        self.set_owned(&[])
     }
 
     pub(crate) fn check_not_in_callback(&self, what: &str) -> Result<()> {
@@ -377,7 +411,9 @@ impl Consumer {
     /// `deadline`.
     pub(crate) fn leave_group(&mut self, deadline: Option<Instant>) -> Result<()> {
         // What the member asked for before runs first, so the partitions given up are the
-        // ones it knows of.
+        // ones it knows of (and a member that stopped for good is known as out of the group:
+        // its partitions are lost, not revoked).
+        self.drain();
         let pending = self.run_rebalances();
         let owned = self.assignment.clone();
         let in_generation = self

@@ -560,9 +560,10 @@ impl Consumer {
                 owned,
             }),
             Event::Identity(id) => self.group.identity = Some(id),
-            Event::GroupError { error, fatal } => {
+            Event::GroupError { mut error, fatal } => {
                 if fatal {
-                    // Returned by every poll while subscribed (see `poll`).
+                    // Returned once by `poll`, which then gives the partitions up.
+                    error.set_kind(ErrorKind::GroupFatal);
                     self.group.fatal = Some(error);
                     return;
                 }
@@ -635,6 +636,13 @@ impl Consumer {
     /// does not exist; [`ErrorKind::Unsupported`] for a broker that speaks no version of an
     /// API the consumer needs. The consumer stays usable after any of these. After the I/O
     /// thread stopped, every call returns [`ErrorKind::Closed`] with the reason.
+    ///
+    /// With a subscription: [`ErrorKind::GroupFatal`] when the group membership stopped for
+    /// good (a setting the broker refuses, no authorization, a fenced static member; the
+    /// message says which). It comes once, after `on_partitions_lost` ran for the
+    /// partitions the consumer owned; later calls own no partition, so they wait up to
+    /// `timeout` and return no records (a loop that logs errors and polls again does not
+    /// spin), until `subscribe` is called again, as with the Java client.
     pub fn poll(&mut self, timeout: Duration) -> Result<ConsumerRecords> {
         self.check_open()?;
         self.check_not_in_callback("poll")?;
@@ -648,10 +656,8 @@ impl Consumer {
             self.run_commit_callbacks();
             self.check_open()?;
             self.run_rebalances()?;
-            if let Some(e) = &self.group.fatal {
-                if self.subscribed() {
-                    return Err(e.clone());
-                }
+            if let Some(e) = self.take_fatal()? {
+                return Err(e);
             }
             let records = self.collect();
             if !records.is_empty() {

@@ -64,7 +64,8 @@
 //!    REBALANCE_IN_PROGRESS on SyncGroup (immediate, as in Java; repeats back off).
 //!    [`ClassicMember::poll_timeout`] never names a passed instant, and between heartbeats
 //!    a stable member sleeps.
-//! 7. Fatal is final: the error is emitted once and nothing is sent afterwards.
+//! 7. Fatal is final: the error is emitted once (after the identity of a non-member, so
+//!    commits stop speaking for it) and nothing is sent afterwards.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -1894,6 +1895,9 @@ impl ClassicMember {
 
     fn fatal(&mut self, error: Error) {
         log::error!("{error}");
+        // Out of the group for good (as the Java client's fatal state): commits no longer
+        // speak for the member, and the user side gives its partitions up.
+        self.set_identity(Identity::outsider());
         self.events
             .push_back(MemberEvent::Error { error, fatal: true });
         self.heartbeat = None;

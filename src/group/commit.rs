@@ -998,10 +998,18 @@ fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: Err
                 identity.member_id
             ),
         ),
-        ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION if member => (
+        // The coordinator checks the member id first: this consumer is still a member, and
+        // only its generation is behind the group's.
+        ErrorCode::ILLEGAL_GENERATION if member => (
             ErrorKind::CommitFailed,
             format!(
-                "the commit was refused: this consumer is no longer a member of group {group} in {epoch} (it missed its session or max.poll.interval.ms, or the group rebalanced); its partitions may belong to another member now, and the next poll rejoins"
+                "the commit was refused: group {group} has rebalanced, or begun another rebalance, since {epoch} the commit was made in; this consumer is still a member: call poll to finish the rebalance, then commit again (that later commit covers the partitions it keeps; commit the ones that move in RebalanceListener::on_partitions_revoked)"
+            ),
+        ),
+        ErrorCode::UNKNOWN_MEMBER_ID if member => (
+            ErrorKind::CommitFailed,
+            format!(
+                "the commit was refused: this consumer is no longer a member of group {group} in {epoch} (it missed its session or max.poll.interval.ms); its partitions may belong to another member now, and the next poll rejoins"
             ),
         ),
         ErrorCode::STALE_MEMBER_EPOCH => (

@@ -421,7 +421,11 @@ fn a_commit_on_the_wire_at_its_deadline_times_out_for_its_caller_and_still_goes_
 fn a_member_s_commit_refused_by_a_rebalance_or_a_lost_membership_says_what_happened() {
     for (code, says) in [
         (ErrorCode::REBALANCE_IN_PROGRESS, "is rebalancing"),
-        (ErrorCode::ILLEGAL_GENERATION, "no longer a member"),
+        // A newer generation: the member is still in the group, which rebalanced since.
+        (
+            ErrorCode::ILLEGAL_GENERATION,
+            "begun another rebalance, since generation 4",
+        ),
         (ErrorCode::UNKNOWN_MEMBER_ID, "no longer a member"),
     ] {
         let mut r = Rig::new();
@@ -455,6 +459,12 @@ fn a_member_s_commit_refused_by_a_rebalance_or_a_lost_membership_says_what_happe
             "{code}: {msg}"
         );
         assert!(!msg.contains("manually assigned"), "{msg}");
+        if code == ErrorCode::ILLEGAL_GENERATION {
+            assert!(
+                msg.contains("still a member") && !msg.contains("no longer a member"),
+                "{msg}"
+            );
+        }
     }
 }
 

@@ -60,7 +60,8 @@
 //!    revoked nor taken; the member asks for metadata and reconciles once it is named.
 //! 7. Every retry waits (a growing backoff), and `poll_timeout` never names a passed
 //!    instant; a stable member sleeps between heartbeats.
-//! 8. Fatal is final: the error is emitted once and nothing is sent afterwards.
+//! 8. Fatal is final: the error is emitted once (after the identity of a non-member, so
+//!    commits stop speaking for it) and nothing is sent afterwards.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
@@ -1490,6 +1491,14 @@ impl ConsumerMember {
 
     fn fatal(&mut self, error: Error) {
         log::error!("{error}");
+        // Out of the group for good (as the Java client's fatal state): commits no longer
+        // speak for the member, and the user side gives its partitions up. Nothing updates
+        // the identity after this.
+        let outsider = Identity::outsider();
+        if self.identity != outsider {
+            self.identity = outsider.clone();
+            self.events.push_back(MemberEvent::Identity(outsider));
+        }
         self.events
             .push_back(MemberEvent::Error { error, fatal: true });
         self.heartbeat = None;

@@ -1773,6 +1773,13 @@ fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     for w in words {
         assert!(text.contains(w), "{code}: {text:?} lacks {w:?}");
     }
+    assert!(
+        c.identities
+            .last()
+            .is_none_or(|id| *id == Identity::outsider()),
+        "{code}: commits no longer speak for the member: {:?}",
+        c.identities
+    );
     let sent = c.sent.len();
     r.c(0).intercept = false;
     r.run_for(secs(60));

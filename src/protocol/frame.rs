@@ -5,6 +5,8 @@
 //! request versions. Response header v0 is the correlation id; v1 appends tagged fields and
 //! is used for flexible responses, except ApiVersions whose response header is always v0.
 
+use byteorder::{BigEndian, ByteOrder};
+
 use super::api::Api;
 use super::message::{Version, Wire};
 use super::wire::{DecodeError, DecodeErrorKind, Reader, Writer};
@@ -66,7 +68,7 @@ pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
     if buf.len() < 4 {
         return Ok(None);
     }
-    let n = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    let n = BigEndian::read_i32(&buf[..4]);
     if n < 0 || n as usize > MAX_FRAME {
         return Err(DecodeError::new(DecodeErrorKind::BadLength(n as i64)).context("frame size"));
     }

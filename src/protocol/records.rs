@@ -59,6 +59,8 @@
 
 use std::fmt;
 
+use byteorder::{BigEndian, ByteOrder};
+
 use crate::protocol::wire::{
     read_uvarint, varint_error, zigzag32, zigzag64, DecodeError, DecodeErrorKind, Reader,
 };
@@ -493,9 +495,7 @@ impl<'a> BatchIter<'a> {
         if rest.len() < LOG_OVERHEAD {
             return Ok(None);
         }
-        let base_offset = i64::from_be_bytes([
-            rest[0], rest[1], rest[2], rest[3], rest[4], rest[5], rest[6], rest[7],
-        ]);
+        let base_offset = BigEndian::read_i64(&rest[..8]);
         // Every error from here on names the batch (invariant 7); a CRC mismatch holds its
         // base offset itself.
         let batch = self
@@ -733,6 +733,9 @@ fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) -> bool 
 
 /// The codecs, each behind its cargo feature.
 mod codec {
+    #[cfg(feature = "snappy")]
+    use byteorder::{BigEndian, ByteOrder};
+
     #[cfg(any(
         feature = "gzip",
         feature = "snappy",
@@ -903,7 +906,7 @@ mod codec {
                 return Err(failed("snappy", "truncated xerial chunk length"));
             }
             let (len, tail) = rest.split_at(4);
-            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+            let len = BigEndian::read_i32(len);
             if len < 0 || len as usize > tail.len() {
                 return Err(failed(
                     "snappy",
@@ -2308,7 +2311,7 @@ mod tests {
         });
         let n = set.len();
         set[n - 1] ^= 0x01; // last byte of the last header value... any covered byte
-        let stored = u32::from_be_bytes(set[17..21].try_into().unwrap());
+        let stored = BigEndian::read_u32(&set[17..21]);
         let mut it = BatchIter::new(&set, true);
         match it.next() {
             Some(Err(RecordError::CrcMismatch {

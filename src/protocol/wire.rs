@@ -207,6 +207,8 @@ impl<'a> Reader<'a> {
         Ok(Reader { buf, pos: 0, base })
     }
 
+    /// The next `N` bytes. The integer reads take their width from the type they decode
+    /// (`from_be_bytes` of `[u8; N]`), so a read can never take other than its own size.
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let s = self.take(N)?;
         let mut a = [0u8; N];

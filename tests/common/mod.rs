@@ -329,7 +329,7 @@ pub fn consumer(extra: &[(&str, &str)]) -> Consumer {
         .auto_offset_reset(OffsetReset::Earliest)
         .default_api_timeout(Duration::from_secs(30));
     for (k, v) in extra {
-        cfg.set(k, v).expect("valid test config");
+        cfg = cfg.set(k, v).expect("valid test config");
     }
     Consumer::new(cfg).expect("consumer starts")
 }

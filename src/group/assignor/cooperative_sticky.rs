@@ -27,6 +27,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use byteorder::{BigEndian, ByteOrder};
+
 use super::sticky::{self, Tp};
 use super::{Assignor, Input, MemberSubscription, PartitionInfo, RebalanceProtocol};
 use crate::types::TopicPartition;
@@ -56,7 +58,7 @@ fn member_generation(m: &MemberSubscription) -> Option<i32> {
     }
     let data = m.user_data.as_ref()?;
     Some(match data.get(..4) {
-        Some(bytes) => i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+        Some(bytes) => BigEndian::read_i32(bytes),
         // Java: user data it cannot read counts as the default generation.
         None => -1,
     })
