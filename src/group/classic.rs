@@ -77,13 +77,12 @@ use crate::error::Error;
 use crate::group::assignor::{
     rebalance_protocol, Assignor, MemberSubscription, PartitionInfo, RebalanceProtocol,
 };
-use crate::group::commit::Identity;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{impl_member, CallbackKind, CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
 use crate::protocol::api::join_group::{
-    JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse, UNKNOWN_GENERATION_ID,
+    JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse,
 };
 use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::sync_group::{
@@ -96,7 +95,7 @@ use crate::protocol::consumer_protocol::{
 };
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Bytes;
-use crate::types::TopicPartition;
+use crate::types::{GenerationId, Identity, MemberId, TopicPartition};
 
 /// Java's `JOIN_GROUP_TIMEOUT_LAPSE`: JoinGroup (and SyncGroup) may take the rebalance
 /// timeout, and this much more.
@@ -245,14 +244,14 @@ fn legal(from: Kind, to: Kind) -> bool {
 struct HeartbeatSent {
     id: u64,
     route: Route,
-    generation: i32,
-    member_id: String,
+    generation: GenerationId,
+    member_id: MemberId,
 }
 
 /// A LeaveGroup to send (or in flight).
 #[derive(Debug)]
 struct LeaveJob {
-    member_id: String,
+    member_id: MemberId,
     reason: &'static str,
     /// Asked for with `leave`: `MemberEvent::Left` follows.
     for_user: bool,
@@ -283,8 +282,8 @@ pub(crate) struct ClassicMember {
     seen_metadata: Option<u64>,
     /// A pattern subscription joins only after metadata newer than this.
     pattern_wait: Option<u64>,
-    generation: i32,
-    member_id: String,
+    generation: GenerationId,
+    member_id: MemberId,
     protocol_name: Option<String>,
     identity: Identity,
     owned: BTreeSet<TopicPartition>,
@@ -325,12 +324,11 @@ impl ClassicMember {
             "partition.assignment.strategy names no assignor"
         );
         let protocol = rebalance_protocol(&cfg.assignors);
-        let identity = Identity {
-            generation: UNKNOWN_GENERATION_ID,
-            member_id: String::new(),
-            instance_id: cfg.instance_id.clone(),
-            consumer_protocol: false,
-        };
+        let identity = Identity::classic(
+            GenerationId::UNKNOWN,
+            MemberId::none(),
+            cfg.instance_id.clone(),
+        );
         ClassicMember {
             cfg,
             protocol,
@@ -345,8 +343,8 @@ impl ClassicMember {
             interest_dirty: false,
             seen_metadata: None,
             pattern_wait: None,
-            generation: UNKNOWN_GENERATION_ID,
-            member_id: String::new(),
+            generation: GenerationId::UNKNOWN,
+            member_id: MemberId::none(),
             protocol_name: None,
             identity,
             owned: BTreeSet::new(),
@@ -420,7 +418,7 @@ impl ClassicMember {
         self.joined_topics = None;
         self.group_topics.clear();
         self.cluster_dirty = true;
-        self.generation = UNKNOWN_GENERATION_ID;
+        self.generation = GenerationId::UNKNOWN;
         self.protocol_name = None;
         self.owned.clear();
         self.rejoin_needed = false;
@@ -429,7 +427,7 @@ impl ClassicMember {
         self.poll_expired = None;
         self.assignment_snapshot = None;
         self.resets += 1;
-        self.set_identity(Identity::outsider());
+        self.set_identity(Identity::Outsider);
         if self.cfg.instance_id.is_none() && !member_id.is_empty() && !fatal {
             log::info!(
                 "group {}: member {member_id} leaves the group",
@@ -617,7 +615,7 @@ impl ClassicMember {
                 {
                     let outcome = match links.decode::<LeaveGroupRequest>(route, version, body, now)
                     {
-                        Ok(resp) => match resp.error_for(&member_id, version) {
+                        Ok(resp) => match resp.error_for(member_id.as_str(), version) {
                             Ok(0) => "left the group".to_owned(),
                             Ok(c) => format!("answered {}", ErrorCode::from_code(c)),
                             Err(e) => format!("answered {e}"),
@@ -844,9 +842,9 @@ impl ClassicMember {
             .map(|a| {
                 let sub = ConsumerProtocolSubscription {
                     topics: topics.clone(),
-                    user_data: a.subscription_user_data(self.generation).map(Bytes),
+                    user_data: a.subscription_user_data(self.generation.0).map(Bytes),
                     owned_partitions: owned.clone(),
-                    generation_id: self.generation,
+                    generation_id: self.generation.0,
                     rack_id: self.cfg.client_rack.clone(),
                 };
                 JoinGroupRequestProtocol {
@@ -867,7 +865,7 @@ impl ClassicMember {
             group_id: self.group_id.clone(),
             session_timeout_ms: millis(self.cfg.session_timeout),
             rebalance_timeout_ms: millis(self.cfg.rebalance_timeout),
-            member_id: self.member_id.clone(),
+            member_id: self.member_id.as_str().to_owned(),
             group_instance_id: self.cfg.instance_id.clone(),
             protocol_type: PROTOCOL_TYPE.to_owned(),
             protocols,
@@ -906,8 +904,8 @@ impl ClassicMember {
                     self.group(),
                     resp.member_id
                 );
-                self.member_id = resp.member_id;
-                self.generation = UNKNOWN_GENERATION_ID;
+                self.member_id = MemberId::new(resp.member_id);
+                self.generation = GenerationId::UNKNOWN;
                 self.set_identity(self.reset_identity());
                 self.retry_join(now, true, "need to re-join with the given member id");
             }
@@ -946,8 +944,8 @@ impl ClassicMember {
     /// JoinGroup succeeded: the new generation. The leader assigns (perhaps after waiting
     /// for partition counts); everyone else asks for its assignment.
     fn joined(&mut self, resp: JoinGroupResponse, now: Instant, cluster: &mut Cluster) {
-        self.generation = resp.generation_id;
-        self.member_id = resp.member_id.clone();
+        self.generation = GenerationId(resp.generation_id);
+        self.member_id = MemberId::new(resp.member_id.clone());
         self.protocol_name = resp.protocol_name.clone();
         self.session_alive = Some(now);
         self.heartbeat_due = Some(now + self.cfg.heartbeat_interval);
@@ -1169,8 +1167,8 @@ impl ClassicMember {
         let timeout = self.join_timeout();
         let (group_id, generation, member_id) = (
             self.group_id.clone(),
-            self.generation,
-            self.member_id.clone(),
+            self.generation.0,
+            self.member_id.as_str().to_owned(),
         );
         let instance = self.cfg.instance_id.clone();
         let State::AwaitSync(sync) = &mut self.state else {
@@ -1261,12 +1259,11 @@ impl ClassicMember {
     /// SyncGroup succeeded: the generation is complete; apply the assignment.
     fn synced(&mut self, payload: &[u8], now: Instant) {
         self.session_alive = Some(now);
-        self.set_identity(Identity {
-            generation: self.generation,
-            member_id: self.member_id.clone(),
-            instance_id: self.cfg.instance_id.clone(),
-            consumer_protocol: false,
-        });
+        self.set_identity(Identity::classic(
+            self.generation,
+            self.member_id.clone(),
+            self.cfg.instance_id.clone(),
+        ));
         let assignment = match ConsumerProtocolAssignment::decode(payload) {
             Ok(a) => a,
             Err(e) => {
@@ -1393,7 +1390,7 @@ impl ClassicMember {
             self.interest_dirty = true;
         }
         let owned = self.owned.clone();
-        if self.generation == UNKNOWN_GENERATION_ID || self.member_id.is_empty() {
+        if !self.generation.is_known() || self.member_id.is_empty() {
             if !owned.is_empty() {
                 log::info!(
                     "group {}: giving away all assigned partitions as lost since the \
@@ -1502,9 +1499,9 @@ impl ClassicMember {
                 ""
             }
         );
-        self.generation = UNKNOWN_GENERATION_ID;
+        self.generation = GenerationId::UNKNOWN;
         if reset_member_id {
-            self.member_id.clear();
+            self.member_id = MemberId::none();
         }
         self.protocol_name = None;
         self.resets += 1;
@@ -1522,12 +1519,11 @@ impl ClassicMember {
     }
 
     fn reset_identity(&self) -> Identity {
-        Identity {
-            generation: UNKNOWN_GENERATION_ID,
-            member_id: self.member_id.clone(),
-            instance_id: self.cfg.instance_id.clone(),
-            consumer_protocol: false,
-        }
+        Identity::classic(
+            GenerationId::UNKNOWN,
+            self.member_id.clone(),
+            self.cfg.instance_id.clone(),
+        )
     }
 
     /// `max.poll.interval.ms` passed without a poll: leave (a dynamic member), lose the
@@ -1559,7 +1555,7 @@ impl ClassicMember {
 
     /// Whether heartbeats keep the session: a valid generation, no JoinGroup in flight.
     fn heartbeats_allowed(&self) -> bool {
-        self.generation != UNKNOWN_GENERATION_ID
+        self.generation.is_known()
             && !self.member_id.is_empty()
             && matches!(
                 self.state,
@@ -1598,8 +1594,8 @@ impl ClassicMember {
         };
         let req = HeartbeatRequest {
             group_id: self.group_id.clone(),
-            generation_id: self.generation,
-            member_id: self.member_id.clone(),
+            generation_id: self.generation.0,
+            member_id: self.member_id.as_str().to_owned(),
             group_instance_id: self.cfg.instance_id.clone(),
         };
         let id = self.take_id();
@@ -1713,8 +1709,13 @@ impl ClassicMember {
         let id = self.take_id();
         let group_id = self.group_id.clone();
         let job = self.leave.as_mut().expect("checked");
-        let req =
-            LeaveGroupRequest::for_member(&group_id, &job.member_id, None, Some(job.reason), v);
+        let req = LeaveGroupRequest::for_member(
+            &group_id,
+            job.member_id.as_str(),
+            None,
+            Some(job.reason),
+            v,
+        );
         job.sent = Some((id, route));
         log::info!(
             "group {group_id}: member {} sends LeaveGroup: {}",

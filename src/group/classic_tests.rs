@@ -759,11 +759,11 @@ fn a_single_member_joins_leads_with_range_and_then_only_heartbeats_at_the_interv
     let ids: Vec<(i32, &str)> = c
         .identities
         .iter()
-        .map(|i| (i.generation, i.member_id.as_str()))
+        .map(|i| (i.generation_or_epoch(), i.member_id()))
         .collect();
     assert_eq!(ids, vec![(-1, "c0-001"), (1, "c0-001")]);
     assert_eq!(c.kind(), Kind::Stable);
-    assert_eq!(c.member.identity().generation, 1);
+    assert_eq!(c.member.identity().generation_or_epoch(), 1);
     assert!(c.errors.is_empty(), "{:?}", c.errors);
     assert_eq!(
         c.member.poll_timeout(r.now()),
@@ -831,7 +831,7 @@ fn three_members_with_range_revoke_everything_before_each_rebalance_and_share_th
     assert_eq!(gens, vec![(1, 1), (2, 2), (3, 3)]);
     assert!(r.group.completed.iter().all(|c| c.leader == "c0-001"));
     for c in &r.clients {
-        assert_eq!(c.member.identity().generation, 3);
+        assert_eq!(c.member.identity().generation_or_epoch(), 3);
     }
 }
 
@@ -1053,7 +1053,7 @@ fn join_unknown_member_id_loses_the_partitions_and_rejoins_with_an_empty_member_
         &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![])
     );
     let last = c.identities.last().unwrap();
-    assert_eq!((last.generation, last.member_id.as_str()), (-1, ""));
+    assert_eq!((last.generation_or_epoch(), last.member_id()), (-1, ""));
     assert!(c.errors.is_empty());
 }
 
@@ -1266,8 +1266,8 @@ fn sync_unknown_member_id_and_illegal_generation_lose_the_partitions() {
             &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![]),
             "{code}: lost, not revoked"
         );
-        assert_eq!(c.member.identity().generation, -1);
-        assert_eq!(c.member.identity().member_id, member_after);
+        assert_eq!(c.member.identity().generation_or_epoch(), -1);
+        assert_eq!(c.member.identity().member_id(), member_after);
     }
 }
 
@@ -1460,7 +1460,7 @@ fn heartbeat_rebalance_in_progress_keeps_the_partitions_when_cooperative() {
     assert_eq!(r.clients[0].callbacks.len(), 1, "no callback");
     assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1, 2]));
     assert_eq!(
-        r.clients[0].member.identity().generation,
+        r.clients[0].member.identity().generation_or_epoch(),
         1,
         "still valid for commits"
     );
@@ -1473,7 +1473,7 @@ fn heartbeat_rebalance_in_progress_keeps_the_partitions_when_cooperative() {
         &(CallbackKind::Assigned, vec![], tps("t", &[0, 1, 2])),
         "nothing new, nothing revoked"
     );
-    assert_eq!(c.member.identity().generation, 2);
+    assert_eq!(c.member.identity().generation_or_epoch(), 2);
 }
 
 #[test]
@@ -1498,12 +1498,7 @@ fn heartbeat_unknown_member_id_and_illegal_generation_lose_the_partitions() {
             );
             assert_eq!(
                 c.identities.last().unwrap(),
-                &Identity {
-                    generation: -1,
-                    member_id: member_after.to_owned(),
-                    instance_id: None,
-                    consumer_protocol: false,
-                }
+                &Identity::classic(GenerationId::UNKNOWN, MemberId::new(member_after), None,)
             );
         }
     }
@@ -1594,8 +1589,8 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
     member.heartbeat = Some(HeartbeatSent {
         id: 999,
         route: hb2.route,
-        generation: 1,
-        member_id: "c0-001".into(),
+        generation: GenerationId(1),
+        member_id: MemberId::new("c0-001"),
     });
     r.clients[0].in_flight.insert(999, hb2.route);
     r.replies.push(Reply {
@@ -1605,7 +1600,7 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
     r.settle();
     let c = &r.clients[0];
     assert_eq!(c.kind(), Kind::Stable);
-    assert_eq!(c.member.identity().generation, 2);
+    assert_eq!(c.member.identity().generation_or_epoch(), 2);
     assert!(c.callbacks.iter().all(|(k, _, _)| *k != CallbackKind::Lost));
 }
 
@@ -1632,8 +1627,8 @@ fn an_expired_poll_interval_leaves_the_group_loses_the_partitions_and_waits_for_
         &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![])
     );
     assert_eq!(c.sent.last().unwrap().0, LeaveGroupRequest::KEY);
-    assert_eq!(c.member.identity().generation, -1);
-    assert_eq!(c.member.identity().member_id, "");
+    assert_eq!(c.member.identity().generation_or_epoch(), -1);
+    assert_eq!(c.member.identity().member_id(), "");
     assert_eq!(
         r.group.state,
         GroupState::Empty,
@@ -1650,7 +1645,7 @@ fn an_expired_poll_interval_leaves_the_group_loses_the_partitions_and_waits_for_
     r.run_until(secs(5), Rig::all_stable);
     let c = &r.clients[0];
     assert_eq!(c.member.owned(), tps("t", &[0, 1, 2]));
-    assert_eq!(c.member.identity().member_id, "c0-002");
+    assert_eq!(c.member.identity().member_id(), "c0-002");
 }
 
 #[test]
@@ -1695,9 +1690,9 @@ fn a_static_member_does_not_send_leave_group_when_its_poll_interval_expires() {
     let last = c.identities.last().unwrap();
     assert_eq!(
         (
-            last.generation,
-            last.member_id.as_str(),
-            last.instance_id.as_deref()
+            last.generation_or_epoch(),
+            last.member_id(),
+            last.instance_id()
         ),
         (-1, "", Some("host-a"))
     );
@@ -1726,7 +1721,7 @@ fn the_session_is_lost_while_the_coordinator_is_unreachable() {
         c.callbacks.last().unwrap(),
         &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![])
     );
-    assert_eq!(c.member.identity().generation, -1);
+    assert_eq!(c.member.identity().generation_or_epoch(), -1);
     assert_eq!(c.sent.len(), sent, "nothing could go out");
     let finding = c.finds - finds;
     assert!(
@@ -1739,7 +1734,7 @@ fn the_session_is_lost_while_the_coordinator_is_unreachable() {
     r.run_until(secs(10), Rig::all_stable);
     let c = &r.clients[0];
     assert_eq!(c.member.owned(), tps("t", &[0, 1, 2]));
-    assert_ne!(c.member.identity().member_id, "c0-001");
+    assert_ne!(c.member.identity().member_id(), "c0-001");
 }
 
 // ----- static membership, leaderless groups ---------------------------------------------
@@ -1756,7 +1751,7 @@ fn static_members_skip_member_id_required_do_not_leave_and_return_without_a_reba
         1,
         "no MEMBER_ID_REQUIRED step"
     );
-    assert_eq!(r.clients[0].member.identity().member_id, "host-a-001");
+    assert_eq!(r.clients[0].member.identity().member_id(), "host-a-001");
     r.subscribe(1, &["t"]);
     r.run_until(secs(10), Rig::all_stable);
     let a_owned = r.clients[0].member.owned();
@@ -1767,7 +1762,7 @@ fn static_members_skip_member_id_required_do_not_leave_and_return_without_a_reba
     r.leave(0);
     let c = &r.clients[0];
     assert_eq!(c.lefts, 1);
-    assert_eq!(c.identities.last().unwrap(), &Identity::outsider());
+    assert_eq!(c.identities.last().unwrap(), &Identity::Outsider);
     r.run_for(secs(1));
     assert!(r.clients[0].sent_of(LeaveGroupRequest::KEY).is_empty());
     r.clients[0].alive = false;
@@ -1852,7 +1847,7 @@ fn in_a_leaderless_group_the_assignment_comes_from_sync_group() {
         c.callbacks,
         vec![(CallbackKind::Assigned, tps("t", &[0, 2]), tps("t", &[0, 2]))]
     );
-    assert_eq!(c.member.identity().generation, 7);
+    assert_eq!(c.member.identity().generation_or_epoch(), 7);
     // The server asks for a rejoin: the owned partitions travel with it.
     let j = rebalance(&mut r);
     let (req, sub) = subscription_of(&j);
@@ -1939,7 +1934,7 @@ fn leave_while_a_join_is_in_flight_sends_leave_group_and_drops_the_join_answer()
     r.pass(0, &l);
     let c = &r.clients[0];
     assert_eq!(c.lefts, 1);
-    assert_eq!(c.identities.last().unwrap(), &Identity::outsider());
+    assert_eq!(c.identities.last().unwrap(), &Identity::Outsider);
     assert_eq!(c.kind(), Kind::Unsubscribed);
     assert_eq!(c.member.poll_timeout(r.now()), None);
 }

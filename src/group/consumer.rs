@@ -71,17 +71,15 @@ use crate::backoff::{Backoff, Jitter, Retry};
 use crate::cluster::{Cluster, Interest};
 use crate::error::Error;
 use crate::group::classic::{member_transmit, millis};
-use crate::group::commit::Identity;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{impl_member, CallbackKind, CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
-    JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
-use crate::types::TopicPartition;
+use crate::types::{Identity, MemberEpoch, MemberId, TopicPartition};
 
 /// How often UNRELEASED_INSTANCE_ID is retried before it is fatal: right after a static
 /// member's restart the broker may still hold the old incarnation for a moment.
@@ -191,14 +189,14 @@ struct HeartbeatSent {
     /// `joins` when it was sent.
     joins: u64,
     /// The epoch it carried.
-    epoch: i32,
+    epoch: MemberEpoch,
 }
 
 /// A leave heartbeat to send, or in flight.
 #[derive(Debug)]
 struct LeaveJob {
-    member_id: String,
-    epoch: i32,
+    member_id: MemberId,
+    epoch: MemberEpoch,
     /// Asked for with `leave`: `MemberEvent::Left` follows.
     for_user: bool,
     /// Given up if not sent by then.
@@ -250,9 +248,9 @@ pub(crate) struct ConsumerMember {
     cluster_dirty: bool,
     /// The member id: generated here (v1, kept for the member's life), or the one the
     /// coordinator assigned (v0, `assigned_id`).
-    member_id: String,
+    member_id: MemberId,
     assigned_id: bool,
-    epoch: i32,
+    epoch: MemberEpoch,
     identity: Identity,
     /// What the member owns, as its heartbeats report it, and the version of the target
     /// it came from.
@@ -303,11 +301,10 @@ impl ConsumerMember {
     pub fn new(cfg: ConsumerMemberConfig, mut jitter: Box<dyn Jitter + Send>) -> ConsumerMember {
         let member_id = new_member_id(&cfg.member_id_seed, &mut *jitter);
         ConsumerMember {
-            identity: Identity {
-                generation: -1,
+            identity: Identity::Kip848 {
+                epoch: MemberEpoch(-1),
                 member_id: member_id.clone(),
                 instance_id: cfg.instance_id.clone(),
-                consumer_protocol: true,
             },
             cfg,
             jitter,
@@ -317,7 +314,7 @@ impl ConsumerMember {
             cluster_dirty: false,
             member_id,
             assigned_id: false,
-            epoch: JOIN_GROUP_MEMBER_EPOCH,
+            epoch: MemberEpoch::JOIN,
             owned: ById::new(),
             owned_version: 0,
             target: None,
@@ -381,7 +378,7 @@ impl ConsumerMember {
         let in_group = matches!(
             self.state,
             State::Joining | State::Reconciling | State::Acknowledging | State::Stable
-        ) && (self.assigned_id || self.epoch > 0 || self.heartbeat.is_some());
+        ) && (self.assigned_id || self.epoch.in_group() || self.heartbeat.is_some());
         self.subscription = None;
         self.cluster_dirty = true;
         self.callback = None;
@@ -501,13 +498,13 @@ impl ConsumerMember {
     /// The member epoch.
     #[cfg(test)]
     pub fn epoch(&self) -> i32 {
-        self.epoch
+        self.epoch.0
     }
 
     /// The member id.
     #[cfg(test)]
     pub fn member_id(&self) -> &str {
-        &self.member_id
+        self.member_id.as_str()
     }
 
     /// What the user thread owns once the outstanding callback (if any) came back.
@@ -764,12 +761,12 @@ impl ConsumerMember {
         let member_id = if v == 0 && !self.assigned_id {
             String::new()
         } else {
-            self.member_id.clone()
+            self.member_id.as_str().to_owned()
         };
         let mut req = ConsumerGroupHeartbeatRequest {
             group_id: self.group_id.clone(),
             member_id,
-            member_epoch: self.epoch,
+            member_epoch: self.epoch.0,
             instance_id: self.cfg.instance_id.clone(),
             rack_id: None,
             rebalance_timeout_ms: -1,
@@ -875,8 +872,8 @@ impl ConsumerMember {
         }
         if sent.version == 0 {
             if let Some(id) = resp.member_id.as_deref().filter(|id| !id.is_empty()) {
-                if id != self.member_id || !self.assigned_id {
-                    self.member_id = id.to_owned();
+                if self.member_id != id || !self.assigned_id {
+                    self.member_id = MemberId::new(id);
                     self.assigned_id = true;
                 }
             }
@@ -890,7 +887,7 @@ impl ConsumerMember {
             self.heartbeat_due = Some(now + self.interval);
             return;
         }
-        if resp.member_epoch != self.epoch {
+        if resp.member_epoch != self.epoch.0 {
             log::info!(
                 "group {} member {}: epoch {} -> {} (heartbeat sent with {})",
                 self.group(),
@@ -899,7 +896,7 @@ impl ConsumerMember {
                 resp.member_epoch,
                 sent.epoch
             );
-            self.epoch = resp.member_epoch;
+            self.epoch = MemberEpoch(resp.member_epoch);
         }
         self.update_identity();
         if let Some(a) = resp.assignment {
@@ -919,7 +916,7 @@ impl ConsumerMember {
             }
         }
         match self.state {
-            State::Joining if self.epoch > 0 => {
+            State::Joining if self.epoch.in_group() => {
                 if self.target_reached() {
                     self.transition(State::Stable, "joined");
                 } else {
@@ -1053,9 +1050,9 @@ impl ConsumerMember {
     /// Leaves with a heartbeat of epoch -1 (-2 for a static member): from PrepareLeaving.
     fn start_leave(&mut self, now: Instant, for_user: bool) {
         let epoch = if self.cfg.instance_id.is_some() {
-            LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            MemberEpoch::LEAVE_STATIC
         } else {
-            LEAVE_GROUP_MEMBER_EPOCH
+            MemberEpoch::LEAVE
         };
         let member_id = self.member_id.clone();
         self.forget_membership();
@@ -1072,7 +1069,7 @@ impl ConsumerMember {
     /// Clears the membership: epoch 0, nothing owned, no target, no heartbeat awaited.
     fn forget_membership(&mut self) {
         self.joins += 1;
-        self.epoch = JOIN_GROUP_MEMBER_EPOCH;
+        self.epoch = MemberEpoch::JOIN;
         self.owned.clear();
         self.target = None;
         self.reconciliation = None;
@@ -1109,8 +1106,8 @@ impl ConsumerMember {
         let job = self.leave.as_mut().expect("checked");
         let req = ConsumerGroupHeartbeatRequest {
             group_id: group_id.clone(),
-            member_id: job.member_id.clone(),
-            member_epoch: job.epoch,
+            member_id: job.member_id.as_str().to_owned(),
+            member_epoch: job.epoch.0,
             instance_id,
             ..Default::default()
         };
@@ -1464,11 +1461,14 @@ impl ConsumerMember {
 
     /// Commits speak for the member with its epoch while it has one (-1 otherwise).
     fn update_identity(&mut self) {
-        let identity = Identity {
-            generation: if self.epoch > 0 { self.epoch } else { -1 },
+        let identity = Identity::Kip848 {
+            epoch: if self.epoch.in_group() {
+                self.epoch
+            } else {
+                MemberEpoch(-1)
+            },
             member_id: self.member_id.clone(),
             instance_id: self.cfg.instance_id.clone(),
-            consumer_protocol: true,
         };
         if identity != self.identity {
             self.identity = identity.clone();
@@ -1553,7 +1553,7 @@ fn to_wire(parts: &ById) -> Vec<TopicPartitions> {
 /// A member id as the Java client makes one (KIP-1082): 16 random bytes, URL-safe base64
 /// without padding (22 characters). The bytes are the seed mixed with the jitter source's:
 /// unique across processes by the seed, and across the ids of one member by the jitter.
-fn new_member_id(seed: &[u8; 16], jitter: &mut dyn Jitter) -> String {
+fn new_member_id(seed: &[u8; 16], jitter: &mut dyn Jitter) -> MemberId {
     let mut bytes = *seed;
     for chunk in bytes.chunks_mut(4) {
         let r = jitter.next_u32().to_le_bytes();
@@ -1561,7 +1561,7 @@ fn new_member_id(seed: &[u8; 16], jitter: &mut dyn Jitter) -> String {
             *b ^= x;
         }
     }
-    crate::sasl::base64::encode_url(&bytes)
+    MemberId::new(crate::sasl::base64::encode_url(&bytes))
 }
 
 #[cfg(test)]

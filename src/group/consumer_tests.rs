@@ -11,7 +11,9 @@ use crate::backoff::XorShift;
 #[cfg(feature = "regex")]
 use crate::group::member::TopicPattern;
 use crate::link::{Peer, Versions};
-use crate::protocol::api::consumer_group_heartbeat::Assignment;
+use crate::protocol::api::consumer_group_heartbeat::{
+    Assignment, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
 use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
 use crate::types::NodeId;
 
@@ -1027,10 +1029,10 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     let ids: Vec<(i32, &str)> = c
         .identities
         .iter()
-        .map(|i| (i.generation, i.member_id.as_str()))
+        .map(|i| (i.generation_or_epoch(), i.member_id()))
         .collect();
     assert_eq!(ids, vec![(1, id.as_str())]);
-    assert!(c.identities[0].consumer_protocol);
+    assert!(c.identities[0].is_kip848());
     // Nothing goes before the callback came back.
     r.run_for(secs(1));
     assert!(r.clients[0].intercepted.is_empty());
@@ -1049,7 +1051,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     assert_eq!(req.subscribed_topic_names, None);
     r.pass(0, &ack);
     assert!(r.all_stable());
-    assert_eq!(r.clients[0].member.identity.generation, 1);
+    assert_eq!(r.clients[0].member.identity.generation_or_epoch(), 1);
 
     // A minute: a partial heartbeat every 5 s (the coordinator's interval), nothing else.
     r.c(0).intercept = false;
@@ -1244,7 +1246,7 @@ fn at_v0_the_first_heartbeat_has_an_empty_member_id_and_the_member_adopts_the_se
     assert_eq!(c.sent[0].req.member_id, "");
     assert_eq!(c.member.member_id(), "server-id-1");
     assert!(c.sent[1..].iter().all(|s| s.req.member_id == "server-id-1"));
-    assert_eq!(c.identities.last().unwrap().member_id, "server-id-1");
+    assert_eq!(c.identities.last().unwrap().member_id(), "server-id-1");
     assert_eq!(c.owned(), set(tps("t", &[0, 1, 2])));
 }
 
@@ -1523,7 +1525,7 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
         assert_eq!(*kind, CallbackKind::Lost, "{code}");
         assert_eq!(*lost, tps("t", &[0, 1, 2]));
         assert!(owned.is_empty());
-        assert_eq!(c.identities.last().unwrap().generation, -1);
+        assert_eq!(c.identities.last().unwrap().generation_or_epoch(), -1);
         assert!(c.errors.is_empty(), "{code}: {:?}", c.errors);
         // No heartbeat before the Lost callback came back.
         r.run_for(secs(10));
@@ -1858,7 +1860,14 @@ fn a_dynamic_member_leaves_with_minus_1_and_a_static_one_with_minus_2() {
         );
         r.pass(0, &l);
         assert_eq!(r.clients[0].lefts, 1);
-        assert_eq!(r.clients[0].identities.last().unwrap().generation, -1);
+        assert_eq!(
+            r.clients[0]
+                .identities
+                .last()
+                .unwrap()
+                .generation_or_epoch(),
+            -1
+        );
         if epoch == LEAVE_GROUP_MEMBER_EPOCH {
             assert!(!r.group.members.contains_key(&id), "removed");
         } else {

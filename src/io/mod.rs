@@ -54,12 +54,12 @@ use crate::error::{Error, Result};
 use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
 use crate::group::classic::{ClassicConfig, ClassicMember};
-use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult, Identity};
+use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult};
 use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{CallbackToken, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
-use crate::types::TopicPartition;
+use crate::types::{Identity, TopicPartition};
 
 const WAKER: Token = Token(0);
 
@@ -794,7 +794,7 @@ impl IoLoop {
                         if g.subscription.is_none() {
                             self.cluster.clear_interest(Interest::Group);
                             self.cluster.set_all_topics(false);
-                            g.commits.set_identity(Identity::outsider());
+                            g.commits.set_identity(Identity::Outsider);
                         }
                     }
                 }

@@ -18,10 +18,9 @@ use std::time::Instant;
 
 use crate::cluster::Cluster;
 use crate::error::Error;
-use crate::group::commit::Identity;
 use crate::group::coordinator::Coordinator;
 use crate::link::{Failure, Links, Transmit};
-use crate::types::TopicPartition;
+use crate::types::{Identity, TopicPartition};
 
 mod subscription;
 
