@@ -66,7 +66,7 @@
 //!    a stable member sleeps.
 //! 7. Fatal is final: the error is emitted once and nothing is sent afterwards.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,8 +78,11 @@ use crate::group::assignor::{
     rebalance_protocol, Assignor, MemberSubscription, PartitionInfo, RebalanceProtocol,
 };
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{impl_member, CallbackKind, CallbackToken, MemberEvent, Subscription};
-use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
+use crate::group::member::{
+    member_transmit, millis, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
+    MemberEvent, Subscription,
+};
+use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
 use crate::protocol::api::join_group::{
     JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse,
@@ -88,7 +91,6 @@ use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::sync_group::{
     SyncGroupRequest, SyncGroupRequestAssignment, SyncGroupResponse,
 };
-use crate::protocol::api::Api;
 use crate::protocol::consumer_protocol::{
     self as cp, is_empty_payload, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
     PROTOCOL_TYPE,
@@ -248,25 +250,14 @@ struct HeartbeatSent {
     member_id: MemberId,
 }
 
-/// A LeaveGroup to send (or in flight).
-#[derive(Debug)]
-struct LeaveJob {
-    member_id: MemberId,
-    reason: &'static str,
-    /// Asked for with `leave`: `MemberEvent::Left` follows.
-    for_user: bool,
-    /// Given up if not sent by then.
-    deadline: Instant,
-    sent: Option<(u64, Route)>,
-}
-
 /// One member of a classic-protocol consumer group.
 pub(crate) struct ClassicMember {
     cfg: ClassicConfig,
     protocol: RebalanceProtocol,
     jitter: Box<dyn Jitter + Send>,
-    /// Learnt from the coordinator component (for logs and messages).
-    group_id: String,
+    /// What every member keeps: the group, ids, events, identity, the leave, the poll
+    /// interval.
+    core: MemberCore,
     state: State,
     subscription: Option<Subscription>,
     /// The subscribed topics (a pattern's: those the metadata shows that match).
@@ -285,7 +276,6 @@ pub(crate) struct ClassicMember {
     generation: GenerationId,
     member_id: MemberId,
     protocol_name: Option<String>,
-    identity: Identity,
     owned: BTreeSet<TopicPartition>,
     /// A rejoin was asked for while a rebalance or callback was under way.
     rejoin_needed: bool,
@@ -301,84 +291,19 @@ pub(crate) struct ClassicMember {
     heartbeat_retry: Retry,
     /// The last proof that the coordinator keeps the member's session.
     session_alive: Option<Instant>,
-    last_poll: Option<Instant>,
-    /// The poll interval expired then; no rejoin before the user polls again.
-    poll_expired: Option<Instant>,
-    leave: Option<LeaveJob>,
     /// The leader's: the partition counts its assignment used.
     assignment_snapshot: Option<BTreeMap<String, Option<i32>>>,
-    events: VecDeque<MemberEvent>,
-    next_id: u64,
-    next_token: u64,
-    /// The problem last reported with a non-fatal error (one report per streak).
-    reported: Option<String>,
 }
 
-impl_member!(ClassicMember);
-
-impl ClassicMember {
-    /// A member with no subscription yet.
-    pub fn new(cfg: ClassicConfig, jitter: Box<dyn Jitter + Send>) -> ClassicMember {
-        assert!(
-            !cfg.assignors.is_empty(),
-            "partition.assignment.strategy names no assignor"
-        );
-        let protocol = rebalance_protocol(&cfg.assignors);
-        let identity = Identity::classic(
-            GenerationId::UNKNOWN,
-            MemberId::none(),
-            cfg.instance_id.clone(),
-        );
-        ClassicMember {
-            cfg,
-            protocol,
-            jitter,
-            group_id: String::new(),
-            state: State::Unsubscribed,
-            subscription: None,
-            topics: BTreeSet::new(),
-            joined_topics: None,
-            group_topics: BTreeSet::new(),
-            cluster_dirty: false,
-            interest_dirty: false,
-            seen_metadata: None,
-            pattern_wait: None,
-            generation: GenerationId::UNKNOWN,
-            member_id: MemberId::none(),
-            protocol_name: None,
-            identity,
-            owned: BTreeSet::new(),
-            rejoin_needed: false,
-            rejoin_reason: String::new(),
-            needs_join_prepare: false,
-            resets: 0,
-            not_before: None,
-            join_retry: Retry::default(),
-            heartbeat: None,
-            heartbeat_due: None,
-            heartbeat_retry: Retry::default(),
-            session_alive: None,
-            last_poll: None,
-            poll_expired: None,
-            leave: None,
-            assignment_snapshot: None,
-            events: VecDeque::new(),
-            next_id: 1,
-            next_token: 1,
-            reported: None,
-        }
-    }
-
-    // ----- commands ------------------------------------------------------------------
-
+impl Member for ClassicMember {
     /// Replaces the subscription; starts joining, or rejoins if the subscribed topics
     /// changed (noticed at the next `handle_timeout` or `poll_transmit`, which see the
     /// metadata a pattern is matched against).
-    pub fn subscribe(&mut self, sub: Subscription, now: Instant) {
+    fn subscribe(&mut self, sub: Subscription, now: Instant) {
         if self.is_fatal() {
             log::warn!(
                 "group {}: subscribe ignored, the member stopped after a fatal error",
-                self.group()
+                self.core.group()
             );
             return;
         }
@@ -404,7 +329,7 @@ impl ClassicMember {
     /// member with a member id sends LeaveGroup (a static one does not, as in Java);
     /// [`MemberEvent::Left`] follows once it is answered or failed, or at once when none is
     /// sent. An outstanding callback is forgotten.
-    pub fn leave(&mut self, now: Instant) {
+    fn leave(&mut self, now: Instant) {
         let member_id = std::mem::take(&mut self.member_id);
         let fatal = self.is_fatal();
         if !fatal && !matches!(self.state, State::Unsubscribed) {
@@ -424,43 +349,42 @@ impl ClassicMember {
         self.rejoin_needed = false;
         self.needs_join_prepare = false;
         self.not_before = None;
-        self.poll_expired = None;
+        self.core.clear_poll_expiry();
         self.assignment_snapshot = None;
         self.resets += 1;
-        self.set_identity(Identity::Outsider);
+        self.core.set_identity(Identity::Outsider);
         if self.cfg.instance_id.is_none() && !member_id.is_empty() && !fatal {
             log::info!(
                 "group {}: member {member_id} leaves the group",
-                self.group()
+                self.core.group()
             );
-            self.leave = Some(LeaveJob {
+            self.core.start_leave(
                 member_id,
-                reason: "the consumer unsubscribed or is closing",
-                for_user: true,
-                deadline: now + self.cfg.request_timeout,
-                sent: None,
-            });
+                "the consumer unsubscribed or is closing",
+                true,
+                now,
+            );
         } else {
-            self.events.push_back(MemberEvent::Left);
+            self.core.left();
         }
     }
 
     /// The user thread finished callback `token`. A token that is not the outstanding one
     /// is ignored.
-    pub fn callback_done(&mut self, token: CallbackToken, now: Instant) {
+    fn callback_done(&mut self, token: CallbackToken, now: Instant) {
         let current = matches!(&self.state, State::AwaitCallback { token: t, .. } if *t == token);
         if !current {
             log::debug!(
                 "group {}: ignoring the answer to callback {} (not outstanding)",
-                self.group(),
+                self.core.group(),
                 token.0
             );
             return;
         }
         // The user thread runs callbacks from poll: it is polling.
         self.user_polled(now);
-        if self.poll_expired.take().is_some() {
-            log::info!("group {}: the application polls again", self.group());
+        if self.core.clear_poll_expiry() {
+            log::info!("group {}: the application polls again", self.core.group());
         }
         // Keep the state's kind (for the transition check) while taking its contents.
         let placeholder = State::AwaitCallback {
@@ -493,53 +417,29 @@ impl ClassicMember {
     }
 
     /// The last instant the application called poll.
-    pub fn user_polled(&mut self, at: Instant) {
-        self.last_poll = Some(self.last_poll.map_or(at, |t| t.max(at)));
-        if self.poll_expired.is_some_and(|t| at > t) {
-            self.poll_expired = None;
-            log::info!(
-                "group {}: the application polls again; rejoining",
-                self.group()
-            );
-        }
+    fn user_polled(&mut self, at: Instant) {
+        self.core.user_polled(at);
     }
-
-    // ----- what the member tells ----------------------------------------------------
 
     /// The next event for the rest of the consumer.
-    pub fn poll_event(&mut self) -> Option<MemberEvent> {
-        self.events.pop_front()
-    }
-
-    /// Who commits speak for right now: the generation of the last completed SyncGroup and
-    /// the member id (generation -1 when not in a generation).
-    #[cfg(test)]
-    pub fn identity(&self) -> Identity {
-        self.identity.clone()
-    }
-
-    /// The partitions the member owns (after the last answered callback), sorted.
-    #[cfg(test)]
-    pub fn owned(&self) -> Vec<TopicPartition> {
-        self.owned.iter().cloned().collect()
+    fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.core.poll_event()
     }
 
     /// Whether the member stopped for good (its error was emitted).
-    pub fn is_fatal(&self) -> bool {
+    fn is_fatal(&self) -> bool {
         matches!(self.state, State::Fatal)
     }
 
-    // ----- driving -----------------------------------------------------------------
-
     /// The next request to send, if any.
-    pub fn poll_transmit(
+    fn poll_transmit(
         &mut self,
         now: Instant,
         links: &mut Links,
         coordinator: &mut Coordinator,
         cluster: &mut Cluster,
     ) -> Option<Transmit> {
-        self.learn_group(coordinator);
+        self.core.learn_group(coordinator);
         self.sync_cluster(cluster);
         self.check_metadata(now, cluster);
         self.advance();
@@ -558,8 +458,7 @@ impl ClassicMember {
     }
 
     /// Applies the answer to request `id`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn handle_response(
+    fn handle_response(
         &mut self,
         id: u64,
         version: i16,
@@ -569,15 +468,17 @@ impl ClassicMember {
         coordinator: &mut Coordinator,
         cluster: &mut Cluster,
     ) {
-        self.learn_group(coordinator);
+        self.core.learn_group(coordinator);
         match &self.state {
             State::AwaitJoin { id: want, route } if *want == id => {
                 let route = *route;
                 match links.decode::<JoinGroupRequest>(route, version, body, now) {
                     Ok(resp) => self.on_join(resp, now, coordinator, cluster),
                     Err(e) => {
-                        let msg = format!("group {}: malformed JoinGroup response", self.group());
-                        self.report("JoinGroup malformed".into(), Error::decode(e, msg));
+                        let msg =
+                            format!("group {}: malformed JoinGroup response", self.core.group());
+                        self.core
+                            .report("JoinGroup malformed".into(), Error::decode(e, msg));
                         self.retry_join(now, false, "malformed JoinGroup response");
                     }
                 }
@@ -590,8 +491,10 @@ impl ClassicMember {
                 match links.decode::<SyncGroupRequest>(route, version, body, now) {
                     Ok(resp) => self.on_sync(resp, now, coordinator),
                     Err(e) => {
-                        let msg = format!("group {}: malformed SyncGroup response", self.group());
-                        self.report("SyncGroup malformed".into(), Error::decode(e, msg));
+                        let msg =
+                            format!("group {}: malformed SyncGroup response", self.core.group());
+                        self.core
+                            .report("SyncGroup malformed".into(), Error::decode(e, msg));
                         self.retry_join(now, false, "malformed SyncGroup response");
                     }
                 }
@@ -603,31 +506,18 @@ impl ClassicMember {
                     Err(_) => self.heartbeat_failed(now),
                 }
             }
-            _ if self
-                .leave
-                .as_ref()
-                .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id)) =>
-            {
-                if let Some((member_id, (_, route))) = self
-                    .leave
-                    .as_ref()
-                    .and_then(|j| Some((j.member_id.clone(), j.sent?)))
-                {
-                    let outcome = match links.decode::<LeaveGroupRequest>(route, version, body, now)
-                    {
-                        Ok(resp) => match resp.error_for(member_id.as_str(), version) {
-                            Ok(0) => "left the group".to_owned(),
-                            Ok(c) => format!("answered {}", ErrorCode::from_code(c)),
-                            Err(e) => format!("answered {e}"),
-                        },
-                        Err(e) => format!("malformed answer: {e}"),
-                    };
-                    self.end_leave(&outcome);
-                }
+            _ if self.core.is_leave(id) => {
+                self.core.leave_answered::<LeaveGroupRequest>(
+                    version,
+                    body,
+                    now,
+                    links,
+                    |resp, job| resp.error_for(job.member_id.as_str(), version),
+                );
             }
             _ => log::debug!(
                 "group {}: dropping the answer to request {id} (no longer waited for)",
-                self.group()
+                self.core.group()
             ),
         }
         self.sync_cluster(cluster);
@@ -635,14 +525,14 @@ impl ClassicMember {
     }
 
     /// Request `id` got no answer (its link closed or it timed out).
-    pub fn handle_failure(
+    fn handle_failure(
         &mut self,
         id: u64,
         failure: &Failure,
         now: Instant,
         coordinator: &mut Coordinator,
     ) {
-        self.learn_group(coordinator);
+        self.core.learn_group(coordinator);
         match &self.state {
             State::AwaitJoin { id: want, .. } if *want == id => {
                 coordinator.mark_unknown(&format!("JoinGroup: {failure}"), now);
@@ -660,13 +550,9 @@ impl ClassicMember {
                 coordinator.mark_unknown(&format!("Heartbeat: {failure}"), now);
                 self.heartbeat_failed(now);
             }
-            _ if self
-                .leave
-                .as_ref()
-                .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id)) =>
-            {
-                coordinator.mark_unknown(&format!("LeaveGroup: {failure}"), now);
-                self.end_leave(&format!("failed: {failure}"));
+            _ if self.core.is_leave(id) => {
+                self.core
+                    .leave_failed("LeaveGroup", failure, now, coordinator);
             }
             _ => {}
         }
@@ -675,22 +561,12 @@ impl ClassicMember {
 
     /// Time passed: heartbeat and backoff deadlines, the session and the poll interval,
     /// metadata changes.
-    pub fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
+    fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
         self.sync_cluster(cluster);
         self.check_metadata(now, cluster);
-        if self
-            .leave
-            .as_ref()
-            .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
-        {
-            self.end_leave("not sent within request.timeout.ms");
-        }
-        if self.member_active() && self.poll_expired.is_none() {
-            if let Some(last) = self.last_poll {
-                if now >= last + self.cfg.max_poll_interval {
-                    self.poll_interval_expired(now);
-                }
-            }
+        self.core.check_leave_deadline(now);
+        if self.core.check_poll_interval(now, self.member_active()) {
+            self.poll_interval_expired(now);
         }
         if self.heartbeats_allowed() {
             if let Some(alive) = self.session_alive {
@@ -699,7 +575,7 @@ impl ClassicMember {
                         "group {}: no heartbeat answer within session.timeout.ms ({} ms): the \
                          coordinator has most likely removed member {} from generation {}; its \
                          partitions are lost",
-                        self.group(),
+                        self.core.group(),
                         self.cfg.session_timeout.as_millis(),
                         self.member_id,
                         self.generation
@@ -713,44 +589,83 @@ impl ClassicMember {
 
     /// The next instant `handle_timeout` (or `poll_transmit`) has something to do; `None`
     /// when only an answer, a callback or the user can move the member on.
-    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut at = |t: Instant| {
-            if t > now {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        if let Some(job) = &self.leave {
-            if job.sent.is_none() {
-                at(job.deadline);
-            }
-        }
+    fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let mut next = self.core.deadlines(now, self.member_active());
         match &self.state {
-            State::Unsubscribed | State::Fatal => return next,
-            State::NeedJoin if !self.needs_join_prepare && self.poll_expired.is_none() => {
-                if let Some(t) = self.not_before {
-                    at(t);
-                }
+            State::Unsubscribed | State::Fatal => return next.next(),
+            State::NeedJoin if !self.needs_join_prepare && !self.core.poll_expired() => {
+                next.maybe(self.not_before);
             }
-            State::AwaitMetadata { since, .. } => at(*since + self.cfg.request_timeout),
+            State::AwaitMetadata { since, .. } => next.at(*since + self.cfg.request_timeout),
             _ => {}
         }
         if self.heartbeats_allowed() {
             if self.heartbeat.is_none() {
-                if let Some(t) = self.heartbeat_due {
-                    at(t);
-                }
+                next.maybe(self.heartbeat_due);
             }
-            if let Some(t) = self.session_alive {
-                at(t + self.cfg.session_timeout);
-            }
+            next.maybe(self.session_alive.map(|t| t + self.cfg.session_timeout));
         }
-        if self.member_active() && self.poll_expired.is_none() {
-            if let Some(t) = self.last_poll {
-                at(t + self.cfg.max_poll_interval);
-            }
+        next.next()
+    }
+}
+
+impl ClassicMember {
+    /// A member with no subscription yet.
+    pub fn new(cfg: ClassicConfig, jitter: Box<dyn Jitter + Send>) -> ClassicMember {
+        assert!(
+            !cfg.assignors.is_empty(),
+            "partition.assignment.strategy names no assignor"
+        );
+        let protocol = rebalance_protocol(&cfg.assignors);
+        let identity = Identity::classic(
+            GenerationId::UNKNOWN,
+            MemberId::none(),
+            cfg.instance_id.clone(),
+        );
+        let core = MemberCore::new(identity, cfg.max_poll_interval, cfg.request_timeout);
+        ClassicMember {
+            cfg,
+            protocol,
+            jitter,
+            core,
+            state: State::Unsubscribed,
+            subscription: None,
+            topics: BTreeSet::new(),
+            joined_topics: None,
+            group_topics: BTreeSet::new(),
+            cluster_dirty: false,
+            interest_dirty: false,
+            seen_metadata: None,
+            pattern_wait: None,
+            generation: GenerationId::UNKNOWN,
+            member_id: MemberId::none(),
+            protocol_name: None,
+            owned: BTreeSet::new(),
+            rejoin_needed: false,
+            rejoin_reason: String::new(),
+            needs_join_prepare: false,
+            resets: 0,
+            not_before: None,
+            join_retry: Retry::default(),
+            heartbeat: None,
+            heartbeat_due: None,
+            heartbeat_retry: Retry::default(),
+            session_alive: None,
+            assignment_snapshot: None,
         }
-        next
+    }
+
+    /// Who commits speak for right now: the generation of the last completed SyncGroup and
+    /// the member id (generation -1 when not in a generation).
+    #[cfg(test)]
+    pub fn identity(&self) -> Identity {
+        self.core.identity().clone()
+    }
+
+    /// The partitions the member owns (after the last answered callback), sorted.
+    #[cfg(test)]
+    pub fn owned(&self) -> Vec<TopicPartition> {
+        self.owned.iter().cloned().collect()
     }
 
     // ----- the join ----------------------------------------------------------------
@@ -762,7 +677,7 @@ impl ClassicMember {
         coordinator: &mut Coordinator,
         cluster: &Cluster,
     ) -> Option<Transmit> {
-        if self.needs_join_prepare || self.poll_expired.is_some() {
+        if self.needs_join_prepare || self.core.poll_expired() {
             return None;
         }
         if self.not_before.is_some_and(|t| now < t) {
@@ -777,7 +692,7 @@ impl ClassicMember {
         let Some(node) = coordinator.node() else {
             if let Some(e) = coordinator.fatal() {
                 let e = e.clone();
-                self.report(format!("coordinator: {e}"), e);
+                self.core.report(format!("coordinator: {e}"), e);
             }
             return None;
         };
@@ -785,7 +700,10 @@ impl ClassicMember {
         let versions = links.ready(route, now)?;
         let Some(v) = versions.pick::<JoinGroupRequest>() else {
             let msg = versions.unsupported::<JoinGroupRequest>(route.peer);
-            self.fatal(Error::unsupported(format!("group {}: {msg}", self.group())));
+            self.fatal(Error::unsupported(format!(
+                "group {}: {msg}",
+                self.core.group()
+            )));
             return None;
         };
         if v < 5 {
@@ -794,7 +712,7 @@ impl ClassicMember {
                     "group {}: group.instance.id={inst} (static membership) needs JoinGroup v5 \
                      or later; {} supports up to v{v}: unset group.instance.id or upgrade the \
                      brokers",
-                    self.group(),
+                    self.core.group(),
                     route.peer
                 );
                 self.fatal(Error::unsupported(msg));
@@ -802,13 +720,13 @@ impl ClassicMember {
             }
         }
         let req = self.join_request();
-        let id = self.take_id();
+        let id = self.core.take_id();
         self.joined_topics = Some(self.topics.clone());
         self.rejoin_needed = false;
         self.not_before = None;
         log::info!(
             "group {}: (re-)joining with member id {:?}, generation {}: {}",
-            self.group(),
+            self.core.group(),
             self.member_id,
             self.generation,
             if self.rejoin_reason.is_empty() {
@@ -862,7 +780,7 @@ impl ClassicMember {
             reason.truncate(cut);
         }
         JoinGroupRequest {
-            group_id: self.group_id.clone(),
+            group_id: self.core.group_id().to_owned(),
             session_timeout_ms: millis(self.cfg.session_timeout),
             rebalance_timeout_ms: millis(self.cfg.rebalance_timeout),
             member_id: self.member_id.as_str().to_owned(),
@@ -891,7 +809,7 @@ impl ClassicMember {
                     let msg = format!(
                         "group {}: the group's protocol type is {pt:?}, not \"consumer\": \
                          group.id names a group of another kind of client",
-                        self.group()
+                        self.core.group()
                     );
                     self.fatal(Error::broker(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, msg));
                     return;
@@ -901,12 +819,12 @@ impl ClassicMember {
             ErrorCode::MEMBER_ID_REQUIRED => {
                 log::info!(
                     "group {}: the coordinator gave member id {}; joining again with it",
-                    self.group(),
+                    self.core.group(),
                     resp.member_id
                 );
                 self.member_id = MemberId::new(resp.member_id);
                 self.generation = GenerationId::UNKNOWN;
-                self.set_identity(self.reset_identity());
+                self.core.set_identity(self.reset_identity());
                 self.retry_join(now, true, "need to re-join with the given member id");
             }
             ErrorCode::UNKNOWN_MEMBER_ID => {
@@ -934,8 +852,9 @@ impl ClassicMember {
                 self.fatal(Error::broker(code, msg));
             }
             c => {
-                let msg = format!("group {}: JoinGroup failed; retrying", self.group());
-                self.report(format!("JoinGroup {c}"), Error::broker(c, msg));
+                let msg = format!("group {}: JoinGroup failed; retrying", self.core.group());
+                self.core
+                    .report(format!("JoinGroup {c}"), Error::broker(c, msg));
                 self.retry_join(now, false, "rebalance failed");
             }
         }
@@ -953,7 +872,7 @@ impl ClassicMember {
         let leader = !resp.member_id.is_empty() && resp.leader == resp.member_id;
         log::info!(
             "group {}: joined generation {} as member {} ({}), protocol {:?}",
-            self.group(),
+            self.core.group(),
             resp.generation_id,
             resp.member_id,
             if leader {
@@ -972,9 +891,10 @@ impl ClassicMember {
                 let msg = format!(
                     "group {}: the coordinator chose assignor {other:?}, which \
                      partition.assignment.strategy ({offered}) does not name; rejoining",
-                    self.group()
+                    self.core.group()
                 );
-                self.report("JoinGroup protocol".into(), protocol_error(msg));
+                self.core
+                    .report("JoinGroup protocol".into(), protocol_error(msg));
                 self.retry_join(now, false, "the coordinator chose an unknown protocol");
                 return;
             }
@@ -1006,10 +926,11 @@ impl ClassicMember {
                 Err(e) => {
                     let msg = format!(
                         "group {}: member {}'s subscription is malformed; rejoining",
-                        self.group(),
+                        self.core.group(),
                         m.member_id
                     );
-                    self.report("JoinGroup subscription".into(), Error::decode(e, msg));
+                    self.core
+                        .report("JoinGroup subscription".into(), Error::decode(e, msg));
                     self.retry_join(now, false, "a member's subscription is malformed");
                     return;
                 }
@@ -1023,7 +944,7 @@ impl ClassicMember {
             log::info!(
                 "group {}: skipping the assignment as the returning static leader of \
                  generation {}",
-                self.group(),
+                self.core.group(),
                 self.generation
             );
             self.transition(
@@ -1110,7 +1031,7 @@ impl ClassicMember {
         if !unknown.is_empty() {
             log::warn!(
                 "group {}: assigning without topics the metadata does not describe: {unknown:?}",
-                self.group()
+                self.core.group()
             );
         }
         let assignor = self
@@ -1122,7 +1043,7 @@ impl ClassicMember {
         let result = assignor.assign(&topics, &members);
         log::info!(
             "group {}: leader of generation {} assigned with {protocol}: {result:?}",
-            self.group(),
+            self.core.group(),
             self.generation
         );
         let assignments = result
@@ -1160,13 +1081,16 @@ impl ClassicMember {
         let versions = links.ready(route, now)?;
         let Some(v) = versions.pick::<SyncGroupRequest>() else {
             let msg = versions.unsupported::<SyncGroupRequest>(route.peer);
-            self.fatal(Error::unsupported(format!("group {}: {msg}", self.group())));
+            self.fatal(Error::unsupported(format!(
+                "group {}: {msg}",
+                self.core.group()
+            )));
             return None;
         };
-        let id = self.take_id();
+        let id = self.core.take_id();
         let timeout = self.join_timeout();
         let (group_id, generation, member_id) = (
-            self.group_id.clone(),
+            self.core.group_id().to_owned(),
             self.generation.0,
             self.member_id.as_str().to_owned(),
         );
@@ -1186,7 +1110,7 @@ impl ClassicMember {
         sync.sent = Some((id, route));
         log::debug!(
             "group {}: SyncGroup for generation {} ({} assignments)",
-            self.group_id,
+            self.core.group(),
             generation,
             req.assignments.len()
         );
@@ -1208,7 +1132,7 @@ impl ClassicMember {
                 {
                     let msg = format!(
                         "group {}: SyncGroup answered for protocol type {pt:?}, not \"consumer\"",
-                        self.group()
+                        self.core.group()
                     );
                     self.fatal(Error::broker(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, msg));
                     return;
@@ -1216,7 +1140,7 @@ impl ClassicMember {
                 if let Some(p) = resp.protocol_name.as_deref().filter(|p| *p != ours) {
                     let msg = format!(
                         "group {}: SyncGroup answered for assignor {p:?}, JoinGroup chose {ours:?}",
-                        self.group()
+                        self.core.group()
                     );
                     self.fatal(Error::broker(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, msg));
                     return;
@@ -1248,8 +1172,9 @@ impl ClassicMember {
             }
             c => {
                 if !c.is_retriable() {
-                    let msg = format!("group {}: SyncGroup failed; rejoining", self.group());
-                    self.report(format!("SyncGroup {c}"), Error::broker(c, msg));
+                    let msg = format!("group {}: SyncGroup failed; rejoining", self.core.group());
+                    self.core
+                        .report(format!("SyncGroup {c}"), Error::broker(c, msg));
                 }
                 self.retry_join(now, false, "rebalance failed");
             }
@@ -1259,7 +1184,7 @@ impl ClassicMember {
     /// SyncGroup succeeded: the generation is complete; apply the assignment.
     fn synced(&mut self, payload: &[u8], now: Instant) {
         self.session_alive = Some(now);
-        self.set_identity(Identity::classic(
+        self.core.set_identity(Identity::classic(
             self.generation,
             self.member_id.clone(),
             self.cfg.instance_id.clone(),
@@ -1274,10 +1199,11 @@ impl ClassicMember {
                 };
                 let msg = format!(
                     "group {}: SyncGroup of generation {} returned {what}; rejoining",
-                    self.group(),
+                    self.core.group(),
                     self.generation
                 );
-                self.report("SyncGroup assignment".into(), Error::decode(e, msg));
+                self.core
+                    .report("SyncGroup assignment".into(), Error::decode(e, msg));
                 self.retry_join(now, false, "invalid assignment");
                 return;
             }
@@ -1292,7 +1218,7 @@ impl ClassicMember {
                 "group {}: received assignment {foreign:?} does not match the current \
                  subscription; the subscription has likely changed since the member joined: \
                  rejoining with the current subscription",
-                self.group()
+                self.core.group()
             );
             self.needs_join_prepare = true;
             self.retry_join(
@@ -1303,7 +1229,7 @@ impl ClassicMember {
             return;
         }
         self.join_retry.succeeded();
-        self.reported = None;
+        self.core.recovered();
         self.needs_join_prepare = true;
         let State::AwaitSync(sync) = &mut self.state else {
             return;
@@ -1322,7 +1248,7 @@ impl ClassicMember {
         let revoked: BTreeSet<TopicPartition> = self.owned.difference(&assigned).cloned().collect();
         log::info!(
             "group {}: generation {}: assigned {:?}, owned {:?}, added {:?}, revoked {:?}",
-            self.group(),
+            self.core.group(),
             self.generation,
             assigned,
             self.owned,
@@ -1395,7 +1321,7 @@ impl ClassicMember {
                 log::info!(
                     "group {}: giving away all assigned partitions as lost since the \
                      generation or member id has been reset: {owned:?}",
-                    self.group()
+                    self.core.group()
                 );
                 self.emit(CallbackKind::Lost, owned, BTreeSet::new(), Then::Join);
             }
@@ -1405,7 +1331,7 @@ impl ClassicMember {
             RebalanceProtocol::Eager => {
                 log::info!(
                     "group {}: revoking previously assigned partitions {owned:?}",
-                    self.group()
+                    self.core.group()
                 );
                 self.emit(CallbackKind::Revoked, owned, BTreeSet::new(), Then::Join);
             }
@@ -1417,7 +1343,7 @@ impl ClassicMember {
                     log::info!(
                         "group {}: revoking partitions of topics no longer subscribed: \
                          {revoked:?}",
-                        self.group()
+                        self.core.group()
                     );
                     self.emit(CallbackKind::Revoked, revoked, keep, Then::Join);
                 }
@@ -1432,14 +1358,7 @@ impl ClassicMember {
         owned_after: BTreeSet<TopicPartition>,
         then: Then,
     ) {
-        let token = CallbackToken(self.next_token);
-        self.next_token += 1;
-        self.events.push_back(MemberEvent::Callback {
-            token,
-            kind,
-            partitions: partitions.into_iter().collect(),
-            owned: owned_after.iter().cloned().collect(),
-        });
+        let token = self.core.callback(kind, partitions, &owned_after);
         let why = format!("{kind} (callback {})", token.0);
         self.transition(
             State::AwaitCallback {
@@ -1476,7 +1395,10 @@ impl ClassicMember {
 
     /// Asks for a rejoin: at once when stable, else once the rebalance under way is done.
     fn request_rejoin(&mut self, reason: &str) {
-        log::info!("group {}: request joining due to: {reason}", self.group());
+        log::info!(
+            "group {}: request joining due to: {reason}",
+            self.core.group()
+        );
         self.rejoin_needed = true;
         self.rejoin_reason = reason.to_owned();
         if matches!(self.state, State::Stable) {
@@ -1491,7 +1413,7 @@ impl ClassicMember {
     fn reset(&mut self, reason: &str, reset_member_id: bool) {
         log::info!(
             "group {}: resetting generation {}{} due to: {reason}",
-            self.group(),
+            self.core.group(),
             self.generation,
             if reset_member_id {
                 " and member id"
@@ -1511,7 +1433,7 @@ impl ClassicMember {
         self.assignment_snapshot = None;
         self.heartbeat_due = None;
         self.session_alive = None;
-        self.set_identity(self.reset_identity());
+        self.core.set_identity(self.reset_identity());
         match self.state {
             State::AwaitCallback { .. } | State::NeedJoin | State::Unsubscribed | State::Fatal => {}
             _ => self.transition(State::NeedJoin, reason),
@@ -1535,19 +1457,17 @@ impl ClassicMember {
              spends too much time processing records. Increase max.poll.interval.ms or poll \
              more often (process fewer records per poll, max.poll.records). The member leaves \
              the group and rejoins at the next poll.",
-            self.group(),
-            self.cfg.max_poll_interval.as_millis()
+            self.core.group(),
+            self.core.max_poll_interval().as_millis()
         );
         if self.cfg.instance_id.is_none() && !self.member_id.is_empty() {
-            self.leave = Some(LeaveJob {
-                member_id: self.member_id.clone(),
-                reason: "consumer poll timeout has expired.",
-                for_user: false,
-                deadline: now + self.cfg.request_timeout,
-                sent: None,
-            });
+            self.core.start_leave(
+                self.member_id.clone(),
+                "consumer poll timeout has expired.",
+                false,
+                now,
+            );
         }
-        self.poll_expired = Some(now);
         self.reset("consumer poll timeout has expired", true);
     }
 
@@ -1589,16 +1509,19 @@ impl ClassicMember {
         let versions = links.ready(route, now)?;
         let Some(v) = versions.pick::<HeartbeatRequest>() else {
             let msg = versions.unsupported::<HeartbeatRequest>(route.peer);
-            self.fatal(Error::unsupported(format!("group {}: {msg}", self.group())));
+            self.fatal(Error::unsupported(format!(
+                "group {}: {msg}",
+                self.core.group()
+            )));
             return None;
         };
         let req = HeartbeatRequest {
-            group_id: self.group_id.clone(),
+            group_id: self.core.group_id().to_owned(),
             generation_id: self.generation.0,
             member_id: self.member_id.as_str().to_owned(),
             group_instance_id: self.cfg.instance_id.clone(),
         };
-        let id = self.take_id();
+        let id = self.core.take_id();
         self.heartbeat = Some(HeartbeatSent {
             id,
             route,
@@ -1627,7 +1550,7 @@ impl ClassicMember {
         if stale && code.is_err() {
             log::debug!(
                 "group {}: ignoring {code} for the heartbeat of generation {} (now {})",
-                self.group(),
+                self.core.group(),
                 sent.generation,
                 self.generation
             );
@@ -1649,7 +1572,7 @@ impl ClassicMember {
                     }
                     _ => log::debug!(
                         "group {}: ignoring REBALANCE_IN_PROGRESS while {}",
-                        self.group(),
+                        self.core.group(),
                         self.state.kind()
                     ),
                 }
@@ -1670,8 +1593,9 @@ impl ClassicMember {
             }
             c => {
                 if !c.is_retriable() {
-                    let msg = format!("group {}: Heartbeat failed", self.group());
-                    self.report(format!("Heartbeat {c}"), Error::broker(c, msg));
+                    let msg = format!("group {}: Heartbeat failed", self.core.group());
+                    self.core
+                        .report(format!("Heartbeat {c}"), Error::broker(c, msg));
                 }
                 self.heartbeat_failed(now);
             }
@@ -1691,44 +1615,21 @@ impl ClassicMember {
         links: &mut Links,
         coordinator: &mut Coordinator,
     ) -> Option<Transmit> {
-        if self.leave.as_ref()?.sent.is_some() {
-            return None;
+        let poll = self
+            .core
+            .poll_leave(now, links, coordinator, |group, job, v| {
+                LeaveGroupRequest::for_member(
+                    group,
+                    job.member_id.as_str(),
+                    None,
+                    Some(job.reason),
+                    v,
+                )
+            });
+        match poll {
+            LeavePoll::Sent { transmit, .. } => Some(transmit),
+            LeavePoll::Idle | LeavePoll::Ended(_) => None,
         }
-        let Some(node) = coordinator.node() else {
-            // As Java: no LeaveGroup while the coordinator is unknown.
-            self.end_leave("not sent: the coordinator is unknown");
-            return None;
-        };
-        let route = Route::node(node, Lane::Group);
-        let versions = links.ready(route, now)?;
-        let Some(v) = versions.pick::<LeaveGroupRequest>() else {
-            let why = versions.unsupported::<LeaveGroupRequest>(route.peer);
-            self.end_leave(&format!("not sent: {why}"));
-            return None;
-        };
-        let id = self.take_id();
-        let group_id = self.group_id.clone();
-        let job = self.leave.as_mut().expect("checked");
-        let req = LeaveGroupRequest::for_member(
-            &group_id,
-            job.member_id.as_str(),
-            None,
-            Some(job.reason),
-            v,
-        );
-        job.sent = Some((id, route));
-        log::info!(
-            "group {group_id}: member {} sends LeaveGroup: {}",
-            job.member_id,
-            job.reason
-        );
-        Some(member_transmit(
-            route,
-            &req,
-            v,
-            id,
-            self.cfg.request_timeout,
-        ))
     }
 
     // ----- the cluster -------------------------------------------------------------------
@@ -1758,7 +1659,7 @@ impl ClassicMember {
                 if topics != self.topics {
                     log::info!(
                         "group {}: subscribed topics now {topics:?} (were {:?})",
-                        self.group(),
+                        self.core.group(),
                         self.topics
                     );
                     self.topics = topics;
@@ -1804,26 +1705,6 @@ impl ClassicMember {
 
     // ----- small helpers -------------------------------------------------------------
 
-    fn learn_group(&mut self, coordinator: &Coordinator) {
-        if self.group_id.is_empty() {
-            self.group_id = coordinator.group_id().to_owned();
-        }
-    }
-
-    fn group(&self) -> &str {
-        if self.group_id.is_empty() {
-            "(not yet known)"
-        } else {
-            &self.group_id
-        }
-    }
-
-    fn take_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
-    }
-
     fn assignor_names(&self) -> String {
         self.cfg
             .assignors
@@ -1833,28 +1714,9 @@ impl ClassicMember {
             .join(", ")
     }
 
-    fn set_identity(&mut self, identity: Identity) {
-        if identity != self.identity {
-            self.identity = identity.clone();
-            self.events.push_back(MemberEvent::Identity(identity));
-        }
-    }
-
-    /// A non-fatal error for the application, once per streak of the same problem `key`.
-    fn report(&mut self, key: String, error: Error) {
-        log::warn!("{error}");
-        if self.reported.as_deref() != Some(key.as_str()) {
-            self.reported = Some(key);
-            self.events.push_back(MemberEvent::Error {
-                error,
-                fatal: false,
-            });
-        }
-    }
-
     /// The message of a fatal broker error: names the group and the setting to look at.
     fn fatal_message(&self, api: &str, code: ErrorCode) -> String {
-        let g = self.group();
+        let g = self.core.group();
         match code {
             ErrorCode::INVALID_SESSION_TIMEOUT => format!(
                 "group {g}: {api} refused session.timeout.ms={}: it is outside what the broker \
@@ -1894,37 +1756,19 @@ impl ClassicMember {
     }
 
     fn fatal(&mut self, error: Error) {
-        log::error!("{error}");
-        self.events
-            .push_back(MemberEvent::Error { error, fatal: true });
+        self.core.fatal(error);
         self.heartbeat = None;
         self.not_before = None;
         self.transition(State::Fatal, "fatal error");
     }
 
     /// The one way the state changes: checked against the diagram and logged.
-    /// The LeaveGroup under way is over (`outcome` says how): a leave the user asked for
-    /// is done.
-    fn end_leave(&mut self, outcome: &str) {
-        let Some(job) = self.leave.take() else {
-            return;
-        };
-        log::info!(
-            "group {}: LeaveGroup for member {}: {outcome}",
-            self.group(),
-            job.member_id
-        );
-        if job.for_user {
-            self.events.push_back(MemberEvent::Left);
-        }
-    }
-
     fn transition(&mut self, to: State, why: &str) {
         let (from, into) = (self.state.kind(), to.kind());
         if !legal(from, into) {
             log::error!(
                 "group {}: illegal member transition {from} -> {into} ({why})",
-                self.group()
+                self.core.group()
             );
             if cfg!(test) {
                 panic!("illegal member transition {from} -> {into} ({why})");
@@ -1933,7 +1777,7 @@ impl ClassicMember {
         if from != into || into == Kind::AwaitCallback {
             log::info!(
                 "group {} member {:?} generation {}: {from} -> {into} ({why})",
-                self.group(),
+                self.core.group(),
                 self.member_id,
                 self.generation
             );
@@ -1971,30 +1815,6 @@ fn from_wire(parts: &[cp::TopicPartition]) -> BTreeSet<TopicPartition> {
 /// A problem with what the group's members or coordinator sent.
 fn protocol_error(message: String) -> Error {
     Error::new(crate::error::ErrorKind::Protocol, message)
-}
-
-/// A request of the member's, tagged so that its answer comes back here.
-pub(crate) fn member_transmit<A: Api>(
-    route: Route,
-    req: &A,
-    v: i16,
-    id: u64,
-    timeout: Duration,
-) -> Transmit {
-    Transmit::new(
-        route,
-        req,
-        v,
-        Tag {
-            owner: Owner::Member,
-            id,
-        },
-        timeout,
-    )
-}
-
-pub(crate) fn millis(d: Duration) -> i32 {
-    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
 }
 
 #[cfg(test)]

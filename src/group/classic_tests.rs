@@ -2163,7 +2163,12 @@ fn join_group_carries_the_rack_the_instance_id_and_a_truncated_reason() {
     cfg.client_rack = Some("rack-1".into());
     let mut m = ClassicMember::new(cfg, sim::jitter(1));
     m.topics = ["b".to_owned(), "a".to_owned()].into_iter().collect();
-    m.group_id = "g".into();
+    m.core.learn_group(&Coordinator::new(
+        "g",
+        sim::retry_backoff(),
+        secs(30),
+        sim::jitter(2),
+    ));
     m.rejoin_reason = "x".repeat(300);
     let req = m.join_request();
     assert_eq!(req.group_instance_id.as_deref(), Some("host-a"));

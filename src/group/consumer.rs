@@ -62,7 +62,7 @@
 //!    instant; a stable member sleeps between heartbeats.
 //! 8. Fatal is final: the error is emitted once and nothing is sent afterwards.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,9 +70,11 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Backoff, Jitter, Retry};
 use crate::cluster::{Cluster, Interest};
 use crate::error::Error;
-use crate::group::classic::{member_transmit, millis};
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{impl_member, CallbackKind, CallbackToken, MemberEvent, Subscription};
+use crate::group::member::{
+    member_transmit, millis, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
+    MemberEvent, Subscription,
+};
 use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, TopicPartitions,
@@ -192,18 +194,6 @@ struct HeartbeatSent {
     epoch: MemberEpoch,
 }
 
-/// A leave heartbeat to send, or in flight.
-#[derive(Debug)]
-struct LeaveJob {
-    member_id: MemberId,
-    epoch: MemberEpoch,
-    /// Asked for with `leave`: `MemberEvent::Left` follows.
-    for_user: bool,
-    /// Given up if not sent by then.
-    deadline: Instant,
-    sent: Option<(u64, Route)>,
-}
-
 /// What to do when the outstanding callback comes back.
 #[derive(Debug)]
 enum Then {
@@ -240,8 +230,9 @@ struct Reconciliation {
 pub(crate) struct ConsumerMember {
     cfg: ConsumerMemberConfig,
     jitter: Box<dyn Jitter + Send>,
-    /// Learnt from the coordinator component (for logs and requests).
-    group_id: String,
+    /// What every member keeps: the group, ids, events, identity, the leave, the poll
+    /// interval.
+    core: MemberCore,
     state: State,
     subscription: Option<Subscription>,
     /// The cluster's topic mode and interest need updating.
@@ -251,7 +242,6 @@ pub(crate) struct ConsumerMember {
     member_id: MemberId,
     assigned_id: bool,
     epoch: MemberEpoch,
-    identity: Identity,
     /// What the member owns, as its heartbeats report it, and the version of the target
     /// it came from.
     owned: ById,
@@ -283,76 +273,16 @@ pub(crate) struct ConsumerMember {
     join_delay: Option<Duration>,
     /// The metadata generation of the last refresh asked for unresolved topic ids.
     asked_metadata: Option<u64>,
-    last_poll: Option<Instant>,
-    /// The poll interval expired then; no rejoin before the user polls again.
-    poll_expired: Option<Instant>,
-    leave: Option<LeaveJob>,
-    events: VecDeque<MemberEvent>,
-    next_id: u64,
-    next_token: u64,
-    /// The problem last reported with a non-fatal error (one report per streak).
-    reported: Option<String>,
 }
 
-impl_member!(ConsumerMember);
-
-impl ConsumerMember {
-    /// A member with no subscription yet, and a fresh member id.
-    pub fn new(cfg: ConsumerMemberConfig, mut jitter: Box<dyn Jitter + Send>) -> ConsumerMember {
-        let member_id = new_member_id(&cfg.member_id_seed, &mut *jitter);
-        ConsumerMember {
-            identity: Identity::Kip848 {
-                epoch: MemberEpoch(-1),
-                member_id: member_id.clone(),
-                instance_id: cfg.instance_id.clone(),
-            },
-            cfg,
-            jitter,
-            group_id: String::new(),
-            state: State::Unsubscribed,
-            subscription: None,
-            cluster_dirty: false,
-            member_id,
-            assigned_id: false,
-            epoch: MemberEpoch::JOIN,
-            owned: ById::new(),
-            owned_version: 0,
-            target: None,
-            target_version: 0,
-            names: HashMap::new(),
-            reconciliation: None,
-            callback: None,
-            user_owned: BTreeSet::new(),
-            lost_pending: false,
-            joins: 0,
-            heartbeat: None,
-            heartbeat_due: None,
-            interval: DEFAULT_HEARTBEAT_INTERVAL,
-            retry: Retry::default(),
-            sent: SentFields::default(),
-            unreleased_retries: 0,
-            join_fencings: 0,
-            join_delay: None,
-            asked_metadata: None,
-            last_poll: None,
-            poll_expired: None,
-            leave: None,
-            events: VecDeque::new(),
-            next_id: 1,
-            next_token: 1,
-            reported: None,
-        }
-    }
-
-    // ----- commands ------------------------------------------------------------------
-
+impl Member for ConsumerMember {
     /// Replaces the subscription: joins when not in the group; a member of the group sends
     /// the new subscription with its next heartbeat.
-    pub fn subscribe(&mut self, sub: Subscription, now: Instant) {
+    fn subscribe(&mut self, sub: Subscription, now: Instant) {
         if self.is_fatal() {
             log::warn!(
                 "group {}: subscribe ignored, the member stopped after a fatal error",
-                self.group()
+                self.core.group()
             );
             return;
         }
@@ -370,9 +300,9 @@ impl ConsumerMember {
     /// partitions for the session timeout); [`MemberEvent::Left`] follows once it is
     /// answered or failed, or at once when none is sent. An outstanding callback is
     /// forgotten.
-    pub fn leave(&mut self, now: Instant) {
+    fn leave(&mut self, now: Instant) {
         if self.is_fatal() {
-            self.events.push_back(MemberEvent::Left);
+            self.core.left();
             return;
         }
         let in_group = matches!(
@@ -384,17 +314,17 @@ impl ConsumerMember {
         self.callback = None;
         self.lost_pending = false;
         self.user_owned.clear();
-        self.poll_expired = None;
+        self.core.clear_poll_expiry();
         let leaving = matches!(
             self.state,
             State::PrepareLeaving | State::Leaving | State::Stale | State::Unsubscribed
         );
-        if !leaving && self.leave.is_some() {
-            // The member rejoined since that leave went: it was the old membership's (its
+        if !leaving {
+            // The member rejoined since a leave went: it was the old membership's (its
             // answer is dropped), this one leaves on its own.
-            self.leave = None;
+            self.core.drop_leave();
         }
-        if let Some(job) = &mut self.leave {
+        if let Some(job) = self.core.leave_job() {
             // A leave after a poll expiry is under way: it is now the user's.
             job.for_user = true;
             self.forget_membership();
@@ -418,17 +348,17 @@ impl ConsumerMember {
                 }
                 self.transition(State::Unsubscribed, "left (no leave heartbeat needed)");
             }
-            self.events.push_back(MemberEvent::Left);
+            self.core.left();
         }
     }
 
     /// The user thread finished callback `token`. A token that is not the outstanding one
     /// is ignored.
-    pub fn callback_done(&mut self, token: CallbackToken, now: Instant) {
+    fn callback_done(&mut self, token: CallbackToken, now: Instant) {
         if self.callback.as_ref().is_none_or(|c| c.token != token) {
             log::debug!(
                 "group {}: ignoring the answer to callback {} (not outstanding)",
-                self.group(),
+                self.core.group(),
                 token.0
             );
             return;
@@ -465,28 +395,165 @@ impl ConsumerMember {
     }
 
     /// The last instant the application called poll.
-    pub fn user_polled(&mut self, at: Instant) {
-        self.last_poll = Some(self.last_poll.map_or(at, |t| t.max(at)));
-        if self.poll_expired.is_some_and(|t| at > t) {
-            self.poll_expired = None;
-            log::info!(
-                "group {}: the application polls again; rejoining",
-                self.group()
-            );
+    fn user_polled(&mut self, at: Instant) {
+        if self.core.user_polled(at) {
             self.rejoin_if_ready(at);
         }
     }
 
-    // ----- what the member tells ----------------------------------------------------
-
     /// The next event for the rest of the consumer.
-    pub fn poll_event(&mut self) -> Option<MemberEvent> {
-        self.events.pop_front()
+    fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.core.poll_event()
     }
 
     /// Whether the member stopped for good (its error was emitted).
-    pub fn is_fatal(&self) -> bool {
+    fn is_fatal(&self) -> bool {
         self.state == State::Fatal
+    }
+
+    /// The next request to send, if any.
+    fn poll_transmit(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) -> Option<Transmit> {
+        self.core.learn_group(coordinator);
+        self.sync_cluster(cluster);
+        self.reconcile(now, cluster);
+        if let Some(t) = self.poll_leave(now, links, coordinator) {
+            return Some(t);
+        }
+        self.poll_heartbeat(now, links, coordinator)
+    }
+
+    /// Applies the answer to request `id`.
+    fn handle_response(
+        &mut self,
+        id: u64,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        cluster: &mut Cluster,
+    ) {
+        self.core.learn_group(coordinator);
+        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
+            let sent = self.heartbeat.take().expect("checked");
+            match links.decode::<ConsumerGroupHeartbeatRequest>(sent.route, version, body, now) {
+                Ok(resp) => self.on_heartbeat(&sent, resp, now, coordinator),
+                Err(e) => {
+                    log::warn!(
+                        "group {}: malformed ConsumerGroupHeartbeat response: {e}",
+                        self.core.group()
+                    );
+                    self.heartbeat_failed(now);
+                }
+            }
+        } else if self.core.is_leave(id) {
+            let ended = self.core.leave_answered::<ConsumerGroupHeartbeatRequest>(
+                version,
+                body,
+                now,
+                links,
+                |resp, _| Ok(resp.error_code),
+            );
+            self.after_leave(ended, now);
+        } else {
+            log::debug!(
+                "group {}: dropping the answer to request {id} (no longer waited for)",
+                self.core.group()
+            );
+        }
+        self.sync_cluster(cluster);
+        self.reconcile(now, cluster);
+    }
+
+    /// Request `id` got no answer (its link closed or it timed out).
+    fn handle_failure(
+        &mut self,
+        id: u64,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) {
+        self.core.learn_group(coordinator);
+        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
+            self.heartbeat = None;
+            coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {failure}"), now);
+            self.heartbeat_failed(now);
+        } else if self.core.is_leave(id) {
+            let ended =
+                self.core
+                    .leave_failed("ConsumerGroupHeartbeat (leave)", failure, now, coordinator);
+            self.after_leave(ended, now);
+        }
+    }
+
+    /// Time passed: the poll interval, a leave's deadline, metadata changes.
+    fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
+        self.sync_cluster(cluster);
+        let ended = self.core.check_leave_deadline(now);
+        self.after_leave(ended, now);
+        if self.core.check_poll_interval(now, self.in_group()) {
+            self.poll_interval_expired(now);
+        }
+        self.reconcile(now, cluster);
+    }
+
+    /// The next instant `handle_timeout` (or `poll_transmit`) has something to do; `None`
+    /// when only an answer, a callback or the user can move the member on.
+    fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let mut next = self.core.deadlines(now, self.in_group());
+        if self.heartbeats_allowed() && self.heartbeat.is_none() {
+            next.maybe(self.heartbeat_due);
+        }
+        next.next()
+    }
+}
+
+impl ConsumerMember {
+    /// A member with no subscription yet, and a fresh member id.
+    pub fn new(cfg: ConsumerMemberConfig, mut jitter: Box<dyn Jitter + Send>) -> ConsumerMember {
+        let member_id = new_member_id(&cfg.member_id_seed, &mut *jitter);
+        let identity = Identity::Kip848 {
+            epoch: MemberEpoch(-1),
+            member_id: member_id.clone(),
+            instance_id: cfg.instance_id.clone(),
+        };
+        let core = MemberCore::new(identity, cfg.max_poll_interval, cfg.request_timeout);
+        ConsumerMember {
+            cfg,
+            jitter,
+            core,
+            state: State::Unsubscribed,
+            subscription: None,
+            cluster_dirty: false,
+            member_id,
+            assigned_id: false,
+            epoch: MemberEpoch::JOIN,
+            owned: ById::new(),
+            owned_version: 0,
+            target: None,
+            target_version: 0,
+            names: HashMap::new(),
+            reconciliation: None,
+            callback: None,
+            user_owned: BTreeSet::new(),
+            lost_pending: false,
+            joins: 0,
+            heartbeat: None,
+            heartbeat_due: None,
+            interval: DEFAULT_HEARTBEAT_INTERVAL,
+            retry: Retry::default(),
+            sent: SentFields::default(),
+            unreleased_retries: 0,
+            join_fencings: 0,
+            join_delay: None,
+            asked_metadata: None,
+        }
     }
 
     /// The member's state.
@@ -528,145 +595,6 @@ impl ConsumerMember {
         )
     }
 
-    // ----- driving -----------------------------------------------------------------
-
-    /// The next request to send, if any.
-    pub fn poll_transmit(
-        &mut self,
-        now: Instant,
-        links: &mut Links,
-        coordinator: &mut Coordinator,
-        cluster: &mut Cluster,
-    ) -> Option<Transmit> {
-        self.learn_group(coordinator);
-        self.sync_cluster(cluster);
-        self.reconcile(now, cluster);
-        if let Some(t) = self.poll_leave(now, links, coordinator) {
-            return Some(t);
-        }
-        self.poll_heartbeat(now, links, coordinator)
-    }
-
-    /// Applies the answer to request `id`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn handle_response(
-        &mut self,
-        id: u64,
-        version: i16,
-        body: &[u8],
-        now: Instant,
-        links: &mut Links,
-        coordinator: &mut Coordinator,
-        cluster: &mut Cluster,
-    ) {
-        self.learn_group(coordinator);
-        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
-            let sent = self.heartbeat.take().expect("checked");
-            match links.decode::<ConsumerGroupHeartbeatRequest>(sent.route, version, body, now) {
-                Ok(resp) => self.on_heartbeat(&sent, resp, now, coordinator),
-                Err(e) => {
-                    log::warn!(
-                        "group {}: malformed ConsumerGroupHeartbeat response: {e}",
-                        self.group()
-                    );
-                    self.heartbeat_failed(now);
-                }
-            }
-        } else if self
-            .leave
-            .as_ref()
-            .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
-        {
-            let route = self.leave.as_ref().and_then(|j| j.sent).map(|(_, r)| r);
-            let outcome = match route
-                .map(|r| links.decode::<ConsumerGroupHeartbeatRequest>(r, version, body, now))
-            {
-                Some(Ok(resp)) if resp.error_code == 0 => "left the group".to_owned(),
-                Some(Ok(resp)) => format!("answered {}", ErrorCode::from_code(resp.error_code)),
-                Some(Err(e)) => format!("malformed answer: {e}"),
-                None => "no route".to_owned(),
-            };
-            self.end_leave(&outcome, now);
-        } else {
-            log::debug!(
-                "group {}: dropping the answer to request {id} (no longer waited for)",
-                self.group()
-            );
-        }
-        self.sync_cluster(cluster);
-        self.reconcile(now, cluster);
-    }
-
-    /// Request `id` got no answer (its link closed or it timed out).
-    pub fn handle_failure(
-        &mut self,
-        id: u64,
-        failure: &Failure,
-        now: Instant,
-        coordinator: &mut Coordinator,
-    ) {
-        self.learn_group(coordinator);
-        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
-            self.heartbeat = None;
-            coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {failure}"), now);
-            self.heartbeat_failed(now);
-        } else if self
-            .leave
-            .as_ref()
-            .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
-        {
-            coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat (leave): {failure}"), now);
-            self.end_leave(&format!("failed: {failure}"), now);
-        }
-    }
-
-    /// Time passed: the poll interval, a leave's deadline, metadata changes.
-    pub fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
-        self.sync_cluster(cluster);
-        if self
-            .leave
-            .as_ref()
-            .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
-        {
-            self.end_leave("not sent within request.timeout.ms", now);
-        }
-        if self.in_group() && self.poll_expired.is_none() {
-            if let Some(last) = self.last_poll {
-                if now >= last + self.cfg.max_poll_interval {
-                    self.poll_interval_expired(now);
-                }
-            }
-        }
-        self.reconcile(now, cluster);
-    }
-
-    /// The next instant `handle_timeout` (or `poll_transmit`) has something to do; `None`
-    /// when only an answer, a callback or the user can move the member on.
-    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut at = |t: Instant| {
-            if t > now {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        if let Some(job) = &self.leave {
-            if job.sent.is_none() {
-                at(job.deadline);
-            }
-        }
-        if self.heartbeats_allowed() && self.heartbeat.is_none() {
-            if let Some(t) = self.heartbeat_due {
-                at(t);
-            }
-        }
-        if self.in_group() && self.poll_expired.is_none() {
-            if let Some(t) = self.last_poll {
-                at(t + self.cfg.max_poll_interval);
-            }
-        }
-        next
-    }
-
     // ----- heartbeats --------------------------------------------------------------------
 
     /// Whether the state sends regular heartbeats.
@@ -702,7 +630,7 @@ impl ConsumerMember {
                 "group {}: the broker does not offer ConsumerGroupHeartbeat, so it does not \
                  support group.protocol=consumer (KIP-848 needs Kafka 4.0 or later with the \
                  consumer rebalance protocol enabled); use group.protocol=classic",
-                self.group()
+                self.core.group()
             );
             self.fatal(Error::unsupported(msg));
             return None;
@@ -712,16 +640,16 @@ impl ConsumerMember {
                 "group {}: the cluster does not support regular expressions resolution on \
                  ConsumerGroupHeartbeat API version 0 (it needs Kafka 4.0 or later); subscribe \
                  to topic names, or use group.protocol=classic",
-                self.group()
+                self.core.group()
             );
             self.fatal(Error::unsupported(msg));
             return None;
         }
         let req = self.heartbeat_request(v);
-        let id = self.take_id();
+        let id = self.core.take_id();
         log::debug!(
             "group {} member {} epoch {}: heartbeat{}{}",
-            self.group(),
+            self.core.group(),
             req.member_id,
             req.member_epoch,
             if req.rebalance_timeout_ms >= 0 {
@@ -752,7 +680,13 @@ impl ConsumerMember {
             };
             self.transition(to, "acknowledgement sent");
         }
-        Some(member_transmit(route, &req, v, id, self.request_timeout()))
+        Some(member_transmit(
+            route,
+            &req,
+            v,
+            id,
+            self.core.request_timeout(),
+        ))
     }
 
     /// The heartbeat to send now at version `v`; records what it carries.
@@ -764,7 +698,7 @@ impl ConsumerMember {
             self.member_id.as_str().to_owned()
         };
         let mut req = ConsumerGroupHeartbeatRequest {
-            group_id: self.group_id.clone(),
+            group_id: self.core.group_id().to_owned(),
             member_id,
             member_epoch: self.epoch.0,
             instance_id: self.cfg.instance_id.clone(),
@@ -853,7 +787,7 @@ impl ConsumerMember {
         if sent.joins != self.joins || !self.heartbeats_allowed() {
             log::debug!(
                 "group {}: dropping the answer to a heartbeat from before a rejoin or leave",
-                self.group()
+                self.core.group()
             );
             return;
         }
@@ -863,7 +797,7 @@ impl ConsumerMember {
             return;
         }
         self.retry.succeeded();
-        self.reported = None;
+        self.core.recovered();
         self.unreleased_retries = 0;
         self.join_fencings = 0;
         if resp.heartbeat_interval_ms > 0 {
@@ -881,7 +815,7 @@ impl ConsumerMember {
         if resp.member_epoch < 0 {
             log::warn!(
                 "group {}: ignoring a heartbeat answer with epoch {} (no leave was sent)",
-                self.group(),
+                self.core.group(),
                 resp.member_epoch
             );
             self.heartbeat_due = Some(now + self.interval);
@@ -890,7 +824,7 @@ impl ConsumerMember {
         if resp.member_epoch != self.epoch.0 {
             log::info!(
                 "group {} member {}: epoch {} -> {} (heartbeat sent with {})",
-                self.group(),
+                self.core.group(),
                 self.member_id,
                 self.epoch,
                 resp.member_epoch,
@@ -906,7 +840,7 @@ impl ConsumerMember {
                 log::info!(
                     "group {} member {} epoch {}: new target assignment (version {}): {} \
                      partitions",
-                    self.group(),
+                    self.core.group(),
                     self.member_id,
                     self.epoch,
                     self.target_version,
@@ -960,7 +894,7 @@ impl ConsumerMember {
                 log::warn!(
                     "group {}: group.instance.id {} is still held by an older member \
                      ({code}{detail}); retry {} of {UNRELEASED_INSTANCE_RETRIES}",
-                    self.group(),
+                    self.core.group(),
                     self.cfg.instance_id.as_deref().unwrap_or(""),
                     self.unreleased_retries
                 );
@@ -970,9 +904,10 @@ impl ConsumerMember {
                 let msg = format!(
                     "group {}: not authorized to describe some subscribed topics{detail}; the \
                      member keeps heartbeating and retries",
-                    self.group()
+                    self.core.group()
                 );
-                self.report(format!("{code}"), Error::broker(code, msg));
+                self.core
+                    .report(format!("{code}"), Error::broker(code, msg));
                 self.heartbeat_failed(now);
             }
             c if c.is_retriable() => self.heartbeat_failed(now),
@@ -996,7 +931,7 @@ impl ConsumerMember {
 
     /// The message of a fatal heartbeat error: names the group and what to change.
     fn fatal_message(&self, code: ErrorCode, detail: &str) -> String {
-        let g = self.group();
+        let g = self.core.group();
         match code {
             ErrorCode::UNSUPPORTED_VERSION => format!(
                 "group {g}: the broker refused ConsumerGroupHeartbeat{detail}: the \
@@ -1049,21 +984,25 @@ impl ConsumerMember {
 
     /// Leaves with a heartbeat of epoch -1 (-2 for a static member): from PrepareLeaving.
     fn start_leave(&mut self, now: Instant, for_user: bool) {
-        let epoch = if self.cfg.instance_id.is_some() {
+        let member_id = self.member_id.clone();
+        self.forget_membership();
+        let reason = if for_user {
+            "the consumer unsubscribed or is closing"
+        } else {
+            "max.poll.interval.ms expired"
+        };
+        self.core.start_leave(member_id, reason, for_user, now);
+        self.transition(State::Leaving, "sending the leave heartbeat");
+    }
+
+    /// The epoch a leave heartbeat carries: -1, or -2 for a static member (which keeps its
+    /// partitions for the session timeout).
+    fn leave_epoch(&self) -> MemberEpoch {
+        if self.cfg.instance_id.is_some() {
             MemberEpoch::LEAVE_STATIC
         } else {
             MemberEpoch::LEAVE
-        };
-        let member_id = self.member_id.clone();
-        self.forget_membership();
-        self.leave = Some(LeaveJob {
-            member_id,
-            epoch,
-            for_user,
-            deadline: now + self.cfg.request_timeout,
-            sent: None,
-        });
-        self.transition(State::Leaving, "sending the leave heartbeat");
+        }
     }
 
     /// Clears the membership: epoch 0, nothing owned, no target, no heartbeat awaited.
@@ -1085,41 +1024,28 @@ impl ConsumerMember {
         links: &mut Links,
         coordinator: &mut Coordinator,
     ) -> Option<Transmit> {
-        if self.leave.as_ref()?.sent.is_some() {
-            return None;
+        let (epoch, instance_id) = (self.leave_epoch(), self.cfg.instance_id.clone());
+        let poll = self
+            .core
+            .poll_leave(now, links, coordinator, |group, job, _| {
+                ConsumerGroupHeartbeatRequest {
+                    group_id: group.to_owned(),
+                    member_id: job.member_id.as_str().to_owned(),
+                    member_epoch: epoch.0,
+                    instance_id,
+                    ..Default::default()
+                }
+            });
+        match poll {
+            LeavePoll::Sent { transmit, for_user } => {
+                self.out_of_group(for_user, "leave heartbeat sent", now);
+                Some(transmit)
+            }
+            ended => {
+                self.after_leave(ended, now);
+                None
+            }
         }
-        let Some(node) = coordinator.node() else {
-            // As Java: no leave while the coordinator is unknown.
-            self.end_leave("not sent: the coordinator is unknown", now);
-            return None;
-        };
-        let route = Route::node(node, Lane::Group);
-        let versions = links.ready(route, now)?;
-        let Some(v) = versions.pick::<ConsumerGroupHeartbeatRequest>() else {
-            self.end_leave("not sent: the broker offers no ConsumerGroupHeartbeat", now);
-            return None;
-        };
-        let id = self.take_id();
-        let group_id = self.group_id.clone();
-        let instance_id = self.cfg.instance_id.clone();
-        let timeout = self.request_timeout();
-        let job = self.leave.as_mut().expect("checked");
-        let req = ConsumerGroupHeartbeatRequest {
-            group_id: group_id.clone(),
-            member_id: job.member_id.as_str().to_owned(),
-            member_epoch: job.epoch.0,
-            instance_id,
-            ..Default::default()
-        };
-        job.sent = Some((id, route));
-        log::info!(
-            "group {group_id} member {} epoch {}: leaving the group",
-            job.member_id,
-            job.epoch
-        );
-        let for_user = job.for_user;
-        self.out_of_group(for_user, "leave heartbeat sent", now);
-        Some(member_transmit(route, &req, v, id, timeout))
     }
 
     /// Leaving (its heartbeat sent, or given up): Stale after a poll expiry, else
@@ -1128,7 +1054,7 @@ impl ConsumerMember {
         if self.state != State::Leaving {
             return;
         }
-        if self.poll_expired.is_some() && !for_user {
+        if self.core.poll_expired() && !for_user {
             self.transition(State::Stale, "left after max.poll.interval.ms");
         } else {
             self.transition(State::Unsubscribed, why);
@@ -1138,20 +1064,11 @@ impl ConsumerMember {
         }
     }
 
-    /// The leave under way is over (`outcome` says how).
-    fn end_leave(&mut self, outcome: &str, now: Instant) {
-        let Some(job) = self.leave.take() else {
-            return;
-        };
-        log::info!(
-            "group {}: leave of member {} (epoch {}): {outcome}",
-            self.group(),
-            job.member_id,
-            job.epoch
-        );
-        self.out_of_group(job.for_user, "left", now);
-        if job.for_user {
-            self.events.push_back(MemberEvent::Left);
+    /// A leave that ended (answered, failed or given up) takes the member out of the
+    /// group if it still waits for that.
+    fn after_leave(&mut self, poll: LeavePoll, now: Instant) {
+        if let LeavePoll::Ended(job) = poll {
+            self.out_of_group(job.for_user, "left", now);
         }
     }
 
@@ -1162,12 +1079,11 @@ impl ConsumerMember {
             "group {} member {} epoch {}: the application did not poll within \
              max.poll.interval.ms ({} ms); leaving the group, its partitions are lost, and \
              the next poll rejoins",
-            self.group(),
+            self.core.group(),
             self.member_id,
             self.epoch,
-            self.cfg.max_poll_interval.as_millis()
+            self.core.max_poll_interval().as_millis()
         );
-        self.poll_expired = Some(now);
         self.transition(State::PrepareLeaving, "max.poll.interval.ms expired");
         self.start_leave(now, false);
         if self.callback.is_some() {
@@ -1196,7 +1112,7 @@ impl ConsumerMember {
                 log::warn!(
                     "group {}: member {} was fenced {} times in a row while joining; \
                      rejoining as {fresh}",
-                    self.group(),
+                    self.core.group(),
                     self.member_id,
                     self.join_fencings
                 );
@@ -1207,7 +1123,7 @@ impl ConsumerMember {
         }
         log::warn!(
             "group {} member {} epoch {}: fenced ({why}); its partitions are lost, rejoining",
-            self.group(),
+            self.core.group(),
             self.member_id,
             self.epoch
         );
@@ -1238,7 +1154,7 @@ impl ConsumerMember {
         }
         match self.state {
             State::Fenced => self.join(now, "rejoining after being fenced"),
-            State::Stale if self.poll_expired.is_none() => {
+            State::Stale if !self.core.poll_expired() => {
                 self.join(now, "rejoining after max.poll.interval.ms")
             }
             _ => {}
@@ -1315,7 +1231,7 @@ impl ConsumerMember {
             log::info!(
                 "group {}: the target names topic ids the metadata does not know yet; \
                  refreshing it",
-                self.group()
+                self.core.group()
             );
             cluster.request_update();
         }
@@ -1347,7 +1263,7 @@ impl ConsumerMember {
         let added: BTreeSet<TopicPartition> = after.difference(&owned_now).cloned().collect();
         log::info!(
             "group {} member {} epoch {}: reconciling to version {}: revoking {:?}, adding {:?}",
-            self.group(),
+            self.core.group(),
             self.member_id,
             self.epoch,
             self.target_version,
@@ -1384,22 +1300,15 @@ impl ConsumerMember {
         owned_after: BTreeSet<TopicPartition>,
         then: Then,
     ) {
-        let token = CallbackToken(self.next_token);
-        self.next_token += 1;
+        let count = partitions.len();
+        let token = self.core.callback(kind, partitions, &owned_after);
         log::info!(
-            "group {} member {} epoch {}: {kind} for {} partitions (callback {})",
-            self.group(),
+            "group {} member {} epoch {}: {kind} for {count} partitions (callback {})",
+            self.core.group(),
             self.member_id,
             self.epoch,
-            partitions.len(),
             token.0
         );
-        self.events.push_back(MemberEvent::Callback {
-            token,
-            kind,
-            partitions: partitions.into_iter().collect(),
-            owned: owned_after.iter().cloned().collect(),
-        });
         self.callback = Some(Outstanding {
             token,
             then,
@@ -1435,30 +1344,6 @@ impl ConsumerMember {
 
     // ----- small helpers -------------------------------------------------------------
 
-    fn request_timeout(&self) -> Duration {
-        self.cfg.request_timeout
-    }
-
-    fn learn_group(&mut self, coordinator: &Coordinator) {
-        if self.group_id.is_empty() {
-            self.group_id = coordinator.group_id().to_owned();
-        }
-    }
-
-    fn group(&self) -> &str {
-        if self.group_id.is_empty() {
-            "(not yet known)"
-        } else {
-            &self.group_id
-        }
-    }
-
-    fn take_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
-    }
-
     /// Commits speak for the member with its epoch while it has one (-1 otherwise).
     fn update_identity(&mut self) {
         let identity = Identity::Kip848 {
@@ -1470,28 +1355,11 @@ impl ConsumerMember {
             member_id: self.member_id.clone(),
             instance_id: self.cfg.instance_id.clone(),
         };
-        if identity != self.identity {
-            self.identity = identity.clone();
-            self.events.push_back(MemberEvent::Identity(identity));
-        }
-    }
-
-    /// A non-fatal error for the application, once per streak of the same problem `key`.
-    fn report(&mut self, key: String, error: Error) {
-        log::warn!("{error}");
-        if self.reported.as_deref() != Some(key.as_str()) {
-            self.reported = Some(key);
-            self.events.push_back(MemberEvent::Error {
-                error,
-                fatal: false,
-            });
-        }
+        self.core.set_identity(identity);
     }
 
     fn fatal(&mut self, error: Error) {
-        log::error!("{error}");
-        self.events
-            .push_back(MemberEvent::Error { error, fatal: true });
+        self.core.fatal(error);
         self.heartbeat = None;
         self.heartbeat_due = None;
         self.reconciliation = None;
@@ -1508,7 +1376,7 @@ impl ConsumerMember {
         if !legal(from, to) {
             log::error!(
                 "group {}: illegal member transition {from} -> {to} ({why})",
-                self.group()
+                self.core.group()
             );
             if cfg!(test) {
                 panic!("illegal member transition {from} -> {to} ({why})");
@@ -1516,7 +1384,7 @@ impl ConsumerMember {
         }
         log::info!(
             "group {} member {} epoch {}: {from} -> {to} ({why})",
-            self.group(),
+            self.core.group(),
             self.member_id,
             self.epoch
         );

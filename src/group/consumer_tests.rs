@@ -1051,7 +1051,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     assert_eq!(req.subscribed_topic_names, None);
     r.pass(0, &ack);
     assert!(r.all_stable());
-    assert_eq!(r.clients[0].member.identity.generation_or_epoch(), 1);
+    assert_eq!(r.clients[0].member.core.identity().generation_or_epoch(), 1);
 
     // A minute: a partial heartbeat every 5 s (the coordinator's interval), nothing else.
     r.c(0).intercept = false;

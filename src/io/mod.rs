@@ -57,7 +57,7 @@ use crate::group::classic::{ClassicConfig, ClassicMember};
 use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult};
 use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{CallbackToken, MemberEvent, Subscription};
+use crate::group::member::{CallbackToken, Member as _, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::{Identity, TopicPartition};
 

@@ -22,8 +22,10 @@ use crate::group::coordinator::Coordinator;
 use crate::link::{Failure, Links, Transmit};
 use crate::types::{Identity, TopicPartition};
 
+mod core;
 mod subscription;
 
+pub(crate) use self::core::{member_transmit, millis, LeavePoll, MemberCore};
 pub(crate) use subscription::{Subscription, TopicPattern};
 
 /// A group member of either protocol, as the group component drives it. Sans-IO: every
@@ -74,69 +76,6 @@ pub(crate) trait Member: Send {
     /// The next instant `handle_timeout` (or `poll_transmit`) has something to do.
     fn poll_timeout(&self, now: Instant) -> Option<Instant>;
 }
-
-/// Implements [`Member`] by the member's inherent methods of the same names.
-macro_rules! impl_member {
-    ($t:ty) => {
-        impl $crate::group::member::Member for $t {
-            fn subscribe(&mut self, sub: $crate::group::member::Subscription, now: Instant) {
-                <$t>::subscribe(self, sub, now)
-            }
-            fn leave(&mut self, now: Instant) {
-                <$t>::leave(self, now)
-            }
-            fn callback_done(&mut self, token: $crate::group::member::CallbackToken, now: Instant) {
-                <$t>::callback_done(self, token, now)
-            }
-            fn user_polled(&mut self, at: Instant) {
-                <$t>::user_polled(self, at)
-            }
-            fn poll_event(&mut self) -> Option<$crate::group::member::MemberEvent> {
-                <$t>::poll_event(self)
-            }
-            fn is_fatal(&self) -> bool {
-                <$t>::is_fatal(self)
-            }
-            fn poll_transmit(
-                &mut self,
-                now: Instant,
-                links: &mut Links,
-                coordinator: &mut Coordinator,
-                cluster: &mut Cluster,
-            ) -> Option<Transmit> {
-                <$t>::poll_transmit(self, now, links, coordinator, cluster)
-            }
-            fn handle_response(
-                &mut self,
-                id: u64,
-                version: i16,
-                body: &[u8],
-                now: Instant,
-                links: &mut Links,
-                coordinator: &mut Coordinator,
-                cluster: &mut Cluster,
-            ) {
-                <$t>::handle_response(self, id, version, body, now, links, coordinator, cluster)
-            }
-            fn handle_failure(
-                &mut self,
-                id: u64,
-                failure: &Failure,
-                now: Instant,
-                coordinator: &mut Coordinator,
-            ) {
-                <$t>::handle_failure(self, id, failure, now, coordinator)
-            }
-            fn handle_timeout(&mut self, now: Instant, cluster: &mut Cluster) {
-                <$t>::handle_timeout(self, now, cluster)
-            }
-            fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-                <$t>::poll_timeout(self, now)
-            }
-        }
-    };
-}
-pub(crate) use impl_member;
 
 /// Names one rebalance callback the member waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,0 +1,476 @@
+//! What every group member keeps, whatever its protocol: the group's name, request ids,
+//! callback tokens, the events for the rest of the consumer (callbacks, identity, errors,
+//! `Left`), the leave under way, and the `max.poll.interval.ms` clock. The classic member
+//! and the KIP-848 one embed a [`MemberCore`] and keep only their protocol's state beside
+//! it. Sans-IO.
+//!
+//! Invariants:
+//! 1. An identity event goes out only when the identity changed.
+//! 2. A non-fatal error goes out once per streak of the same problem, a fatal one once.
+//! 3. At most one leave is under way. It ends exactly once (answered, failed, or given up:
+//!    no coordinator, no version to send it with, not sent by its deadline), and `Left`
+//!    follows then if, and only if, the application asked for the leave.
+//! 4. Once the poll interval expired it stays expired until the application polls after
+//!    the expiry; while it is expired it names no deadline.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::group::coordinator::Coordinator;
+use crate::group::member::{CallbackKind, CallbackToken, MemberEvent};
+use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
+use crate::protocol::api::Api;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::wire::DecodeError;
+use crate::types::{Identity, MemberId, TopicPartition};
+
+/// A leave to send (LeaveGroup, or a heartbeat with a leave epoch), or in flight.
+#[derive(Debug)]
+pub(crate) struct LeaveJob {
+    /// Who leaves (the member id may have changed or been cleared since).
+    pub member_id: MemberId,
+    /// Why, for logs (and LeaveGroup's reason).
+    pub reason: &'static str,
+    /// Asked for with `leave`: `MemberEvent::Left` follows.
+    pub for_user: bool,
+    /// Given up if not sent by then.
+    pub deadline: Instant,
+    pub sent: Option<(u64, Route)>,
+}
+
+/// What became of the leave under way when the member asked to send it.
+#[derive(Debug)]
+pub(crate) enum LeavePoll {
+    /// Nothing to send (no leave, sent already, or its link is not ready).
+    Idle,
+    /// Send this; the leave was the application's (`for_user`) or not.
+    Sent { transmit: Transmit, for_user: bool },
+    /// Given up (no coordinator, or it speaks no version of the API): the leave is over.
+    Ended(LeaveJob),
+}
+
+/// `max.poll.interval.ms`: when the application last polled, and whether the interval
+/// expired (the member then leaves, and rejoins only once the application polls again).
+#[derive(Debug)]
+struct PollInterval {
+    max: Duration,
+    last: Option<Instant>,
+    /// The interval expired then; cleared when the application polls after it.
+    expired: Option<Instant>,
+}
+
+/// The earliest of some instants that have not passed yet: what `poll_timeout` returns.
+#[derive(Debug)]
+pub(crate) struct Deadlines {
+    now: Instant,
+    next: Option<Instant>,
+}
+
+impl Deadlines {
+    /// None yet.
+    pub fn new(now: Instant) -> Deadlines {
+        Deadlines { now, next: None }
+    }
+
+    /// Counts `t` if it is still ahead (a passed instant is never named).
+    pub fn at(&mut self, t: Instant) {
+        if t > self.now {
+            self.next = Some(self.next.map_or(t, |n| n.min(t)));
+        }
+    }
+
+    /// Counts `t` if there is one.
+    pub fn maybe(&mut self, t: Option<Instant>) {
+        if let Some(t) = t {
+            self.at(t);
+        }
+    }
+
+    /// The earliest instant counted.
+    pub fn next(self) -> Option<Instant> {
+        self.next
+    }
+}
+
+/// What a group member keeps whatever its protocol (see the module's doc).
+pub(crate) struct MemberCore {
+    /// Learnt from the coordinator component (for logs and requests).
+    group_id: String,
+    next_id: u64,
+    next_token: u64,
+    events: VecDeque<MemberEvent>,
+    /// Who commits speak for, as last told.
+    identity: Identity,
+    /// The problem last reported with a non-fatal error (one report per streak).
+    reported: Option<String>,
+    leave: Option<LeaveJob>,
+    poll: PollInterval,
+    /// `request.timeout.ms`: requests time out, and a leave not sent is given up, after it.
+    request_timeout: Duration,
+}
+
+impl MemberCore {
+    /// A core whose commits speak as `identity` to begin with.
+    pub fn new(
+        identity: Identity,
+        max_poll_interval: Duration,
+        request_timeout: Duration,
+    ) -> MemberCore {
+        MemberCore {
+            group_id: String::new(),
+            next_id: 1,
+            next_token: 1,
+            events: VecDeque::new(),
+            identity,
+            reported: None,
+            leave: None,
+            poll: PollInterval {
+                max: max_poll_interval,
+                last: None,
+                expired: None,
+            },
+            request_timeout,
+        }
+    }
+
+    // ----- the group and requests -----------------------------------------------------
+
+    /// Takes the group id from the coordinator component, the first time.
+    pub fn learn_group(&mut self, coordinator: &Coordinator) {
+        if self.group_id.is_empty() {
+            self.group_id = coordinator.group_id().to_owned();
+        }
+    }
+
+    /// The group's name for logs and messages.
+    pub fn group(&self) -> &str {
+        if self.group_id.is_empty() {
+            "(not yet known)"
+        } else {
+            &self.group_id
+        }
+    }
+
+    /// The group id as requests carry it.
+    pub fn group_id(&self) -> &str {
+        &self.group_id
+    }
+
+    /// The id of the next request.
+    pub fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// `request.timeout.ms`.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    // ----- events ---------------------------------------------------------------------
+
+    /// The next event for the rest of the consumer.
+    pub fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.events.pop_front()
+    }
+
+    /// Asks the user thread to run callback `kind` for `partitions` and make `owned` its
+    /// assignment; returns the token its answer will carry.
+    pub fn callback(
+        &mut self,
+        kind: CallbackKind,
+        partitions: BTreeSet<TopicPartition>,
+        owned: &BTreeSet<TopicPartition>,
+    ) -> CallbackToken {
+        let token = CallbackToken(self.next_token);
+        self.next_token += 1;
+        self.events.push_back(MemberEvent::Callback {
+            token,
+            kind,
+            partitions: partitions.into_iter().collect(),
+            owned: owned.iter().cloned().collect(),
+        });
+        token
+    }
+
+    /// Who commits speak for, as last told.
+    #[cfg(test)]
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Commits speak for `identity` from now on: told if it changed.
+    pub fn set_identity(&mut self, identity: Identity) {
+        if identity != self.identity {
+            self.identity = identity.clone();
+            self.events.push_back(MemberEvent::Identity(identity));
+        }
+    }
+
+    /// A non-fatal error for the application, once per streak of the same problem `key`.
+    pub fn report(&mut self, key: String, error: Error) {
+        log::warn!("{error}");
+        if self.reported.as_deref() != Some(key.as_str()) {
+            self.reported = Some(key);
+            self.events.push_back(MemberEvent::Error {
+                error,
+                fatal: false,
+            });
+        }
+    }
+
+    /// A step succeeded: the streak of the last reported problem is over.
+    pub fn recovered(&mut self) {
+        self.reported = None;
+    }
+
+    /// The error that stops the member for good.
+    pub fn fatal(&mut self, error: Error) {
+        log::error!("{error}");
+        self.events
+            .push_back(MemberEvent::Error { error, fatal: true });
+    }
+
+    /// A leave needs no request: it is done at once.
+    pub fn left(&mut self) {
+        self.events.push_back(MemberEvent::Left);
+    }
+
+    // ----- leaving --------------------------------------------------------------------
+
+    /// Starts a leave of `member_id`, given up if not sent within `request.timeout.ms`.
+    pub fn start_leave(
+        &mut self,
+        member_id: MemberId,
+        reason: &'static str,
+        for_user: bool,
+        now: Instant,
+    ) {
+        self.leave = Some(LeaveJob {
+            member_id,
+            reason,
+            for_user,
+            deadline: now + self.request_timeout,
+            sent: None,
+        });
+    }
+
+    /// The leave under way, if any.
+    pub fn leave_job(&mut self) -> Option<&mut LeaveJob> {
+        self.leave.as_mut()
+    }
+
+    /// Forgets the leave under way (its answer is dropped): it ends without a word.
+    pub fn drop_leave(&mut self) {
+        self.leave = None;
+    }
+
+    /// Sends the leave under way with API `A`: `request` builds it at version `v`.
+    pub fn poll_leave<A: Api>(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        request: impl FnOnce(&str, &LeaveJob, i16) -> A,
+    ) -> LeavePoll {
+        if self.leave.as_ref().is_none_or(|j| j.sent.is_some()) {
+            return LeavePoll::Idle;
+        }
+        let Some(node) = coordinator.node() else {
+            // As Java: no leave while the coordinator is unknown.
+            return self.end_leave("not sent: the coordinator is unknown");
+        };
+        let route = Route::node(node, Lane::Group);
+        let Some(versions) = links.ready(route, now) else {
+            return LeavePoll::Idle;
+        };
+        let Some(v) = versions.pick::<A>() else {
+            let why = versions.unsupported::<A>(route.peer);
+            return self.end_leave(&format!("not sent: {why}"));
+        };
+        let id = self.take_id();
+        let Some(job) = self.leave.as_mut() else {
+            return LeavePoll::Idle;
+        };
+        let req = request(&self.group_id, job, v);
+        job.sent = Some((id, route));
+        log::info!(
+            "group {}: member {} sends {}: {}",
+            self.group_id,
+            job.member_id,
+            A::NAME,
+            job.reason
+        );
+        LeavePoll::Sent {
+            transmit: member_transmit(route, &req, v, id, self.request_timeout),
+            for_user: job.for_user,
+        }
+    }
+
+    /// Whether request `id` is the leave in flight.
+    pub fn is_leave(&self, id: u64) -> bool {
+        self.leave
+            .as_ref()
+            .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
+    }
+
+    /// The answer to the leave in flight (API `A`); `code` reads its error code. The leave
+    /// is over.
+    pub fn leave_answered<A: Api>(
+        &mut self,
+        version: i16,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        code: impl FnOnce(&A::Response, &LeaveJob) -> Result<i16, DecodeError>,
+    ) -> LeavePoll {
+        let Some(job) = &self.leave else {
+            return LeavePoll::Idle;
+        };
+        let Some((_, route)) = job.sent else {
+            return LeavePoll::Idle;
+        };
+        let outcome = match links.decode::<A>(route, version, body, now) {
+            Ok(resp) => match code(&resp, job) {
+                Ok(0) => "left the group".to_owned(),
+                Ok(c) => format!("answered {}", ErrorCode::from_code(c)),
+                Err(e) => format!("answered {e}"),
+            },
+            Err(e) => format!("malformed answer: {e}"),
+        };
+        self.end_leave(&outcome)
+    }
+
+    /// The leave in flight got no answer; `what` names it for the coordinator component,
+    /// which looks for the coordinator again. The leave is over.
+    pub fn leave_failed(
+        &mut self,
+        what: &str,
+        failure: &Failure,
+        now: Instant,
+        coordinator: &mut Coordinator,
+    ) -> LeavePoll {
+        coordinator.mark_unknown(&format!("{what}: {failure}"), now);
+        self.end_leave(&format!("failed: {failure}"))
+    }
+
+    /// Gives up the leave if it was not sent by its deadline.
+    pub fn check_leave_deadline(&mut self, now: Instant) -> LeavePoll {
+        if self
+            .leave
+            .as_ref()
+            .is_some_and(|j| j.sent.is_none() && now >= j.deadline)
+        {
+            self.end_leave("not sent within request.timeout.ms")
+        } else {
+            LeavePoll::Idle
+        }
+    }
+
+    /// The leave under way is over (`outcome` says how): a leave the application asked for
+    /// is done.
+    fn end_leave(&mut self, outcome: &str) -> LeavePoll {
+        let Some(job) = self.leave.take() else {
+            return LeavePoll::Idle;
+        };
+        log::info!(
+            "group {}: leave of member {}: {outcome}",
+            self.group(),
+            job.member_id
+        );
+        if job.for_user {
+            self.left();
+        }
+        LeavePoll::Ended(job)
+    }
+
+    // ----- the poll interval ----------------------------------------------------------
+
+    /// The application polled at `at` (the user thread runs callbacks from poll too).
+    /// Whether that ends an expiry of the poll interval: the member may rejoin.
+    pub fn user_polled(&mut self, at: Instant) -> bool {
+        self.poll.last = Some(self.poll.last.map_or(at, |t| t.max(at)));
+        if self.poll.expired.is_some_and(|t| at > t) {
+            self.poll.expired = None;
+            log::info!(
+                "group {}: the application polls again; rejoining",
+                self.group()
+            );
+            return true;
+        }
+        false
+    }
+
+    /// Whether the poll interval expired and the application has not polled since.
+    pub fn poll_expired(&self) -> bool {
+        self.poll.expired.is_some()
+    }
+
+    /// Forgets an expiry of the poll interval; whether there was one.
+    pub fn clear_poll_expiry(&mut self) -> bool {
+        self.poll.expired.take().is_some()
+    }
+
+    /// Whether `max.poll.interval.ms` passed without a poll for a member that is `active`
+    /// (in the group, or joining it): the interval is then marked expired.
+    pub fn check_poll_interval(&mut self, now: Instant, active: bool) -> bool {
+        let due = self.poll_deadline(active).is_some_and(|t| now >= t);
+        if due {
+            self.poll.expired = Some(now);
+        }
+        due
+    }
+
+    /// `max.poll.interval.ms`.
+    pub fn max_poll_interval(&self) -> Duration {
+        self.poll.max
+    }
+
+    fn poll_deadline(&self, active: bool) -> Option<Instant> {
+        if !active || self.poll.expired.is_some() {
+            return None;
+        }
+        self.poll.last.map(|t| t + self.poll.max)
+    }
+
+    /// The core's deadlines: the leave's while it is not sent, the poll interval's while
+    /// the member is `active` and it has not expired.
+    pub fn deadlines(&self, now: Instant, active: bool) -> Deadlines {
+        let mut d = Deadlines::new(now);
+        d.maybe(
+            self.leave
+                .as_ref()
+                .filter(|j| j.sent.is_none())
+                .map(|j| j.deadline),
+        );
+        d.maybe(self.poll_deadline(active));
+        d
+    }
+}
+
+/// A request of the member's, tagged so that its answer comes back to it.
+pub(crate) fn member_transmit<A: Api>(
+    route: Route,
+    req: &A,
+    v: i16,
+    id: u64,
+    timeout: Duration,
+) -> Transmit {
+    Transmit::new(
+        route,
+        req,
+        v,
+        Tag {
+            owner: Owner::Member,
+            id,
+        },
+        timeout,
+    )
+}
+
+/// A duration in milliseconds as the wire's i32 fields carry it (saturating).
+pub(crate) fn millis(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
