@@ -6,6 +6,6 @@
 pub mod assignor;
 pub mod classic;
 pub mod commit;
-pub mod consumer;
 pub mod coordinator;
+pub mod kip848;
 pub mod member;

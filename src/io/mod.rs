@@ -55,8 +55,8 @@ use crate::fetch::fetcher::{FetchConfig, FetchEvent, Fetcher};
 use crate::fetch::lookup::{LookupConfig, LookupEvent, LookupResult, Lookups};
 use crate::group::classic::{ClassicConfig, ClassicMember};
 use crate::group::commit::{CommitConfig, CommitEvent, Commits, CommittedResult};
-use crate::group::consumer::{ConsumerMember, ConsumerMemberConfig};
 use crate::group::coordinator::Coordinator;
+use crate::group::kip848::{Kip848Config, Kip848Member};
 use crate::group::member::{CallbackToken, Member as _, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::types::{Identity, TopicPartition};
@@ -87,7 +87,7 @@ struct Group {
 /// The group member of either protocol; both answer to the same calls.
 enum Member {
     Classic(ClassicMember),
-    Consumer(ConsumerMember),
+    Consumer(Kip848Member),
 }
 
 /// Calls the same method on either member.
@@ -529,8 +529,8 @@ impl IoLoop {
         }
         if g.member.is_none() && self.cfg.group_protocol == GroupProtocol::Consumer {
             let rack = (!self.cfg.client_rack.is_empty()).then(|| self.cfg.client_rack.clone());
-            g.member = Some(Member::Consumer(ConsumerMember::new(
-                ConsumerMemberConfig {
+            g.member = Some(Member::Consumer(Kip848Member::new(
+                Kip848Config {
                     instance_id: self.cfg.group_instance_id.clone(),
                     max_poll_interval: self.cfg.max_poll_interval,
                     remote_assignor: self.cfg.group_remote_assignor.clone(),

@@ -1,19 +1,23 @@
 //! Deterministic tests of the KIP-848 member: simulated clock, links and brokers
 //! (`crate::sim`), a simulated KIP-848 group coordinator that runs the real protocol for
-//! several members (`consumer_sim`), and a simulated user thread per member that answers
+//! several members (`sim`), and a simulated user thread per member that answers
 //! its callbacks (at once, after a delay, or when the test says). After every step the rig
 //! checks the member's invariants (`Rig::check_state`), and every heartbeat as it goes out
 //! (`Rig::check_request`).
 
-use super::consumer_sim::{Parts, SimConsumerGroup, SimState};
+use std::collections::BTreeMap;
+
+use super::sim::{Parts, SimConsumerGroup, SimState};
 use super::*;
 use crate::backoff::XorShift;
 #[cfg(feature = "regex")]
 use crate::group::member::TopicPattern;
-use crate::link::{Peer, Versions};
+use crate::link::{Lane, Peer, Route, Versions};
 use crate::protocol::api::consumer_group_heartbeat::{
-    Assignment, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment, ConsumerGroupHeartbeatResponse, TopicPartitions, LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
+use crate::protocol::error_code::ErrorCode;
 use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
 use crate::types::NodeId;
 
@@ -25,8 +29,8 @@ fn secs(n: u64) -> Duration {
 }
 
 /// The Java client's defaults.
-fn config() -> ConsumerMemberConfig {
-    ConsumerMemberConfig {
+fn config() -> Kip848Config {
+    Kip848Config {
         instance_id: None,
         max_poll_interval: secs(300),
         remote_assignor: None,
@@ -37,8 +41,8 @@ fn config() -> ConsumerMemberConfig {
     }
 }
 
-fn static_config(instance: &str) -> ConsumerMemberConfig {
-    ConsumerMemberConfig {
+fn static_config(instance: &str) -> Kip848Config {
+    Kip848Config {
         instance_id: Some(instance.to_owned()),
         ..config()
     }
@@ -105,7 +109,7 @@ impl Sent {
 
 /// One consumer: the member, its links, metadata and coordinator, and its user thread.
 struct Client {
-    member: ConsumerMember,
+    member: Kip848Member,
     net: Net,
     cluster: Cluster,
     coordinator: Coordinator,
@@ -228,12 +232,12 @@ impl Rig {
         }
     }
 
-    fn add(&mut self, cfg: ConsumerMemberConfig) -> usize {
+    fn add(&mut self, cfg: Kip848Config) -> usize {
         let i = self.clients.len();
         let mut net = Net::new();
         net.clock = self.clock;
         self.clients.push(Client {
-            member: ConsumerMember::new(cfg, sim::jitter(200 + i as u32)),
+            member: Kip848Member::new(cfg, sim::jitter(200 + i as u32)),
             net,
             cluster: Cluster::new(cluster_config()),
             coordinator: Coordinator::new(
@@ -882,7 +886,7 @@ impl Rig {
             );
         }
         if let Some(tp) = &req.topic_partitions {
-            let reported = self.names(&super::consumer_sim::sanitize(tp));
+            let reported = self.names(&super::sim::sanitize(tp));
             let held = c.owned();
             assert!(
                 held.is_subset(&reported),
@@ -960,7 +964,7 @@ fn stable_member() -> Rig {
     stable_member_with(config())
 }
 
-fn stable_member_with(cfg: ConsumerMemberConfig) -> Rig {
+fn stable_member_with(cfg: Kip848Config) -> Rig {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(cfg);
     r.subscribe(0, &["t"]);
@@ -1305,7 +1309,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     for s in &during {
         assert_eq!(s.req.member_epoch, epoch);
         if let Some(tp) = &s.req.topic_partitions {
-            assert!(set(revoked.clone()).is_subset(&r.names(&super::consumer_sim::sanitize(tp))));
+            assert!(set(revoked.clone()).is_subset(&r.names(&super::sim::sanitize(tp))));
         }
     }
     assert!(r.clients[1].owned().is_empty(), "withheld until released");
@@ -1337,7 +1341,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     let ack = r.clients[0].sent[sent].clone();
     assert_eq!(ack.at, answered, "the acknowledgement goes at once");
     assert_eq!(
-        r.names(&super::consumer_sim::sanitize(
+        r.names(&super::sim::sanitize(
             ack.req.topic_partitions.as_ref().unwrap()
         )),
         set(kept.clone())
@@ -1752,8 +1756,8 @@ fn fatal_cases() -> Vec<(ErrorCode, &'static [&'static str])> {
     ]
 }
 
-fn fatal_config() -> ConsumerMemberConfig {
-    ConsumerMemberConfig {
+fn fatal_config() -> Kip848Config {
+    Kip848Config {
         remote_assignor: Some("fancy".into()),
         ..static_config("host-a")
     }
@@ -2224,8 +2228,8 @@ fn the_transition_table_matches_the_diagram() {
 
 #[test]
 fn the_member_id_is_22_url_safe_characters_and_differs_between_members() {
-    let a = ConsumerMember::new(config(), sim::jitter(1));
-    let b = ConsumerMember::new(config(), sim::jitter(2));
+    let a = Kip848Member::new(config(), sim::jitter(1));
+    let b = Kip848Member::new(config(), sim::jitter(2));
     for m in [&a, &b] {
         assert_eq!(m.member_id().len(), 22);
         assert!(m
@@ -2554,7 +2558,7 @@ fn a_full_heartbeat_during_an_assignment_reports_what_it_adds() {
         .expect("a full heartbeat after the error")
         .clone();
     assert_eq!(
-        r.names(&super::consumer_sim::sanitize(
+        r.names(&super::sim::sanitize(
             full.req.topic_partitions.as_ref().unwrap()
         )),
         set(vec![tp("t", 0), tp("u", 0)])

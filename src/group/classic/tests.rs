@@ -1,19 +1,26 @@
 //! Deterministic tests of the classic group member: simulated clock, links and brokers
 //! (`crate::sim`), a simulated classic group coordinator that runs the real group protocol
-//! for several members (`classic_sim`), and a simulated user thread per member that answers
+//! for several members (`sim`), and a simulated user thread per member that answers
 //! its callbacks (at once, after a delay, or when the test says).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use super::classic_sim::{reply, GroupState, Held, Reply, SimGroup};
+use super::join::{from_wire, to_wire};
+use super::sim::{reply, GroupState, Held, Reply, SimGroup};
 use super::*;
 use crate::backoff::XorShift;
 use crate::group::assignor::{CooperativeSticky, Range, RoundRobin};
-use crate::link::{Peer, Versions};
+use crate::link::{Lane, Peer, Versions};
 use crate::protocol::api::heartbeat::HeartbeatResponse;
+use crate::protocol::api::join_group::JoinGroupResponse;
 use crate::protocol::api::leave_group::LeaveGroupResponse;
+use crate::protocol::api::sync_group::SyncGroupResponse;
 use crate::protocol::api::Api;
+use crate::protocol::consumer_protocol::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+};
+use crate::protocol::message::Bytes;
 use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
 use crate::types::NodeId;
 
