@@ -49,17 +49,7 @@ impl ClassicMember {
         if self.heartbeat_due.is_none_or(|t| now < t) {
             return None;
         }
-        let node = coordinator.node()?;
-        let route = Route::node(node, Lane::Group);
-        let versions = links.ready(route, now)?;
-        let Some(v) = versions.pick::<HeartbeatRequest>() else {
-            let msg = versions.unsupported::<HeartbeatRequest>(route.peer);
-            self.fatal(Error::unsupported(format!(
-                "group {}: {msg}",
-                self.core.group()
-            )));
-            return None;
-        };
+        let (route, v) = self.link::<HeartbeatRequest>(now, links, coordinator, Lane::Group)?;
         let req = HeartbeatRequest {
             group_id: self.core.group_id().to_owned(),
             generation_id: self.generation.0,
@@ -116,7 +106,7 @@ impl ClassicMember {
                         self.request_rejoin("group is already rebalancing");
                     }
                     _ => log::debug!(
-                        "group {}: ignoring REBALANCE_IN_PROGRESS while {}",
+                        "group {}: ignoring REBALANCE_IN_PROGRESS while {:?}",
                         self.core.group(),
                         self.state.kind()
                     ),

@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorKind};
 use crate::group::assignor::{MemberSubscription, PartitionInfo, RebalanceProtocol};
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{member_transmit, millis, CallbackKind, Subscription};
-use crate::link::{Lane, Links, Route, Transmit};
+use crate::link::{Lane, Links, Transmit};
 use crate::protocol::api::join_group::{
     JoinGroupRequest, JoinGroupRequestProtocol, JoinGroupResponse,
 };
@@ -55,23 +55,14 @@ impl ClassicMember {
             }
             self.pattern_wait = None;
         }
-        let Some(node) = coordinator.node() else {
+        if coordinator.node().is_none() {
             if let Some(e) = coordinator.fatal() {
                 let e = e.clone();
                 self.core.report(format!("coordinator: {e}"), e);
             }
             return None;
-        };
-        let route = Route::node(node, Lane::Join);
-        let versions = links.ready(route, now)?;
-        let Some(v) = versions.pick::<JoinGroupRequest>() else {
-            let msg = versions.unsupported::<JoinGroupRequest>(route.peer);
-            self.fatal(Error::unsupported(format!(
-                "group {}: {msg}",
-                self.core.group()
-            )));
-            return None;
-        };
+        }
+        let (route, v) = self.link::<JoinGroupRequest>(now, links, coordinator, Lane::Join)?;
         if v < 5 {
             if let Some(inst) = &self.cfg.instance_id {
                 let msg = format!(
@@ -442,17 +433,7 @@ impl ClassicMember {
         links: &mut Links,
         coordinator: &mut Coordinator,
     ) -> Option<Transmit> {
-        let node = coordinator.node()?;
-        let route = Route::node(node, Lane::Join);
-        let versions = links.ready(route, now)?;
-        let Some(v) = versions.pick::<SyncGroupRequest>() else {
-            let msg = versions.unsupported::<SyncGroupRequest>(route.peer);
-            self.fatal(Error::unsupported(format!(
-                "group {}: {msg}",
-                self.core.group()
-            )));
-            return None;
-        };
+        let (route, v) = self.link::<SyncGroupRequest>(now, links, coordinator, Lane::Join)?;
         let id = self.core.take_id();
         let timeout = self.join_timeout();
         let (group_id, generation, member_id) = (

@@ -67,7 +67,6 @@
 //! 7. Fatal is final: the error is emitted once and nothing is sent afterwards.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,13 +76,15 @@ use crate::error::Error;
 use crate::group::assignor::{rebalance_protocol, Assignor, MemberSubscription, RebalanceProtocol};
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
-    CallbackKind, CallbackToken, LeavePoll, Member, MemberCore, MemberEvent, Subscription,
+    coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
+    MemberEvent, Subscription,
 };
-use crate::link::{Failure, Links, Route, Transmit};
+use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
 use crate::protocol::api::join_group::JoinGroupRequest;
 use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::sync_group::{SyncGroupRequest, SyncGroupRequestAssignment};
+use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
 use crate::types::{GenerationId, Identity, MemberId, TopicPartition};
 
@@ -152,12 +153,10 @@ enum State {
     /// Waits to send JoinGroup: for the callback that prepares it, the coordinator, the
     /// join link, a backoff, or (after a poll interval expiry) the user polling again.
     NeedJoin,
-    /// Waits for the user thread to finish callback `token`.
+    /// Waits for the user thread to finish `callback`.
     AwaitCallback {
-        token: CallbackToken,
-        owned_after: BTreeSet<TopicPartition>,
-        then: Then,
-        /// The reset count when the callback was emitted: a later reset voids `then`.
+        callback: Awaited<Then>,
+        /// The reset count when the callback was emitted: a later reset voids its `then`.
         resets: u64,
     },
     /// Waits for the JoinGroup answer.
@@ -201,12 +200,6 @@ impl State {
             State::Stable => Kind::Stable,
             State::Fatal => Kind::Fatal,
         }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
     }
 }
 
@@ -277,11 +270,7 @@ impl Member for ClassicMember {
     /// changed (noticed at the next `handle_timeout` or `poll_transmit`, which see the
     /// metadata a pattern is matched against).
     fn subscribe(&mut self, sub: Subscription, now: Instant) {
-        if self.is_fatal() {
-            log::warn!(
-                "group {}: subscribe ignored, the member stopped after a fatal error",
-                self.core.group()
-            );
+        if self.core.refuses_subscription() {
             return;
         }
         self.user_polled(now);
@@ -349,13 +338,11 @@ impl Member for ClassicMember {
     /// The user thread finished callback `token`. A token that is not the outstanding one
     /// is ignored.
     fn callback_done(&mut self, token: CallbackToken, now: Instant) {
-        let current = matches!(&self.state, State::AwaitCallback { token: t, .. } if *t == token);
-        if !current {
-            log::debug!(
-                "group {}: ignoring the answer to callback {} (not outstanding)",
-                self.core.group(),
-                token.0
-            );
+        let outstanding = match &self.state {
+            State::AwaitCallback { callback, .. } => Some(callback.token),
+            _ => None,
+        };
+        if !self.core.is_outstanding(token, outstanding) {
             return;
         }
         // The user thread runs callbacks from poll: it is polling.
@@ -364,21 +351,11 @@ impl Member for ClassicMember {
             log::info!("group {}: the application polls again", self.core.group());
         }
         // Keep the state's kind (for the transition check) while taking its contents.
-        let placeholder = State::AwaitCallback {
-            token,
-            owned_after: BTreeSet::new(),
-            then: Then::Rest,
-            resets: self.resets,
-        };
-        let State::AwaitCallback {
-            owned_after,
-            then,
-            resets,
-            ..
-        } = std::mem::replace(&mut self.state, placeholder)
-        else {
+        let State::AwaitCallback { callback, resets } = &mut self.state else {
             unreachable!("checked above");
         };
+        let (owned_after, resets) = (std::mem::take(&mut callback.owned_after), *resets);
+        let then = std::mem::replace(&mut callback.then, Then::Rest);
         self.owned = owned_after;
         let voided = resets != self.resets;
         match then {
@@ -699,17 +676,10 @@ impl ClassicMember {
         owned_after: BTreeSet<TopicPartition>,
         then: Then,
     ) {
-        let token = self.core.callback(kind, partitions, &owned_after);
-        let why = format!("{kind} (callback {})", token.0);
-        self.transition(
-            State::AwaitCallback {
-                token,
-                owned_after,
-                then,
-                resets: self.resets,
-            },
-            &why,
-        );
+        let callback = self.core.callback(kind, partitions, owned_after, then);
+        let why = format!("{} (callback {})", callback.kind, callback.token.0);
+        let resets = self.resets;
+        self.transition(State::AwaitCallback { callback, resets }, &why);
     }
 
     /// The rebalance's callbacks are done: stable, or join again if asked meanwhile.
@@ -965,34 +935,46 @@ impl ClassicMember {
         }
     }
 
-    fn fatal(&mut self, error: Error) {
-        self.core.fatal(error);
-        self.heartbeat = None;
-        self.not_before = None;
-        self.transition(State::Fatal, "fatal error");
-    }
-
-    /// The one way the state changes: checked against the diagram and logged.
-    fn transition(&mut self, to: State, why: &str) {
-        let (from, into) = (self.state.kind(), to.kind());
-        if !legal(from, into) {
-            log::error!(
-                "group {}: illegal member transition {from} -> {into} ({why})",
-                self.core.group()
-            );
-            if cfg!(test) {
-                panic!("illegal member transition {from} -> {into} ({why})");
+    /// The coordinator's link on `lane` and the version of `A` to speak there, once it is
+    /// ready; a broker that speaks none of this client's versions stops the member.
+    fn link<A: Api>(
+        &mut self,
+        now: Instant,
+        links: &mut Links,
+        coordinator: &mut Coordinator,
+        lane: Lane,
+    ) -> Option<(Route, i16)> {
+        match coordinator_link::<A>(now, links, coordinator, lane)? {
+            (route, Ok(v)) => Some((route, v)),
+            (_, Err(msg)) => {
+                let msg = format!("group {}: {msg}", self.core.group());
+                self.fatal(Error::unsupported(msg));
+                None
             }
         }
-        if from != into || into == Kind::AwaitCallback {
-            log::info!(
-                "group {} member {:?} generation {}: {from} -> {into} ({why})",
-                self.core.group(),
-                self.member_id,
-                self.generation
-            );
+    }
+
+    /// Stops for good: the error goes out once, nothing is sent afterwards.
+    fn fatal(&mut self, error: Error) {
+        if self.core.fatal(error) {
+            self.heartbeat = None;
+            self.not_before = None;
+            self.transition(State::Fatal, "fatal error");
         }
-        self.state = to;
+    }
+
+    /// The one way the state changes: checked against the diagram (an illegal transition
+    /// is fatal) and logged with the member id and generation.
+    fn transition(&mut self, to: State, why: &str) {
+        let (from, into) = (self.state.kind(), to.kind());
+        let who = format!("member {:?} generation {}", self.member_id, self.generation);
+        match self
+            .core
+            .transition(from, into, legal(from, into), &who, why)
+        {
+            Ok(()) => self.state = to,
+            Err(error) => self.fatal(error),
+        }
     }
 }
 

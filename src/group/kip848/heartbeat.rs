@@ -1,14 +1,19 @@
 //! The KIP-848 member's heartbeats (Java's `ConsumerHeartbeatRequestManager`): when they
-//! go, what a full or a partial one carries, and what their answers mean.
+//! go, what a full or a partial one carries, and what their answers mean. [`Heartbeats`]
+//! keeps the schedule and the one in flight; [`SentFields`] remembers what the last ones
+//! carried and builds the next request from the member's [`Fields`] (protocol reference
+//! 1.5, 1.6): a field that did not change since is sent as null, except in a full request
+//! (joining, and the first one after any error or lost answer), which carries everything.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::reconcile::{sanitize, to_wire, ById};
 use super::{Kip848Member, State};
+use crate::backoff::{Backoff, Jitter, Retry};
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{member_transmit, millis, Subscription};
+use crate::group::member::{coordinator_link, member_transmit, millis, Subscription};
 use crate::link::{Lane, Links, Route, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
@@ -20,18 +25,108 @@ use crate::types::{MemberEpoch, MemberId};
 /// member's restart the broker may still hold the old incarnation for a moment.
 const UNRELEASED_INSTANCE_RETRIES: u32 = 3;
 
+/// The heartbeat interval until the coordinator names one (the broker's default).
+const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What the member is, as a heartbeat reports it (whatever the last ones said).
+pub(super) struct Fields<'a> {
+    pub group_id: &'a str,
+    /// Empty at v0 until the coordinator assigned one.
+    pub member_id: &'a str,
+    pub epoch: MemberEpoch,
+    pub instance_id: Option<&'a str>,
+    pub rack: Option<&'a str>,
+    /// `max.poll.interval.ms`.
+    pub rebalance_timeout: Duration,
+    pub subscription: Option<&'a Subscription>,
+    pub assignor: Option<&'a str>,
+    /// Joining (epoch 0): everything goes, with no owned partitions.
+    pub joining: bool,
+    /// What the member owns, with what a running reconciliation adds, and the version of
+    /// the target it came from.
+    pub owned: (u64, ById),
+}
+
 /// What the last heartbeats carried: a field equal to it is sent as null (unchanged).
 /// Cleared after every error and lost answer, so the next heartbeat is full.
 #[derive(Debug, Default)]
 pub(super) struct SentFields {
-    pub rebalance_timeout: bool,
-    pub rack: bool,
-    pub topic_names: Option<Vec<String>>,
-    pub topic_regex: Option<String>,
-    pub assignor: bool,
+    rebalance_timeout: bool,
+    rack: bool,
+    topic_names: Option<Vec<String>>,
+    topic_regex: Option<String>,
+    assignor: bool,
     /// The owned partitions reported, and the version of the assignment they came from
     /// (a new version with the same partitions is reported again).
-    pub owned: Option<(u64, ById)>,
+    owned: Option<(u64, ById)>,
+}
+
+impl SentFields {
+    /// The heartbeat to send now at version `v` for a member that is `f`; records what it
+    /// carries.
+    pub fn request(&mut self, v: i16, f: Fields<'_>) -> ConsumerGroupHeartbeatRequest {
+        let joining = f.joining;
+        let mut req = ConsumerGroupHeartbeatRequest {
+            group_id: f.group_id.to_owned(),
+            member_id: f.member_id.to_owned(),
+            member_epoch: f.epoch.0,
+            instance_id: f.instance_id.map(str::to_owned),
+            rack_id: None,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            topic_partitions: None,
+        };
+        if joining || !self.rebalance_timeout {
+            req.rebalance_timeout_ms = millis(f.rebalance_timeout);
+            self.rebalance_timeout = true;
+        }
+        if let Some(rack) = f.rack {
+            if joining || !self.rack {
+                req.rack_id = Some(rack.to_owned());
+                self.rack = true;
+            }
+        }
+        let full = joining || req.rebalance_timeout_ms >= 0;
+        let (names, regex): (Vec<String>, Option<String>) = match f.subscription {
+            Some(Subscription::Topics(t)) => (t.iter().cloned().collect(), None),
+            Some(Subscription::Pattern(p)) => (Vec::new(), Some(p.source().to_owned())),
+            None => (Vec::new(), None),
+        };
+        if full || self.topic_names.as_ref() != Some(&names) {
+            req.subscribed_topic_names = Some(names.clone());
+            self.topic_names = Some(names);
+        }
+        if v >= 1 {
+            match regex {
+                Some(r) if full || self.topic_regex.as_ref() != Some(&r) => {
+                    req.subscribed_topic_regex = Some(r.clone());
+                    self.topic_regex = Some(r);
+                }
+                None if self.topic_regex.as_ref().is_some_and(|r| !r.is_empty()) => {
+                    // From a pattern back to names: "" removes the regex.
+                    req.subscribed_topic_regex = Some(String::new());
+                    self.topic_regex = Some(String::new());
+                }
+                _ => {}
+            }
+        }
+        if let Some(a) = f.assignor {
+            if full || !self.assignor {
+                req.server_assignor = Some(a.to_owned());
+                self.assignor = true;
+            }
+        }
+        if joining {
+            req.topic_partitions = Some(Vec::new());
+            self.owned = Some((f.owned.0, ById::new()));
+        } else if full || self.owned.as_ref() != Some(&f.owned) {
+            req.topic_partitions = Some(to_wire(&f.owned.1));
+            self.owned = Some(f.owned);
+        }
+        req
+    }
 }
 
 /// The regular heartbeat in flight.
@@ -40,10 +135,141 @@ pub(super) struct HeartbeatSent {
     pub id: u64,
     pub route: Route,
     pub version: i16,
-    /// `joins` when it was sent.
-    pub joins: u64,
+    /// [`Heartbeats::joins`] when it was sent.
+    joins: u64,
     /// The epoch it carried.
     pub epoch: MemberEpoch,
+}
+
+/// When the member heartbeats: the one in flight (at most one), when the next is due, the
+/// interval the coordinator asked for, the backoff after failures, and what the last ones
+/// carried.
+#[derive(Debug)]
+pub(super) struct Heartbeats {
+    in_flight: Option<HeartbeatSent>,
+    /// When the next one may go (None: none due).
+    due: Option<Instant>,
+    interval: Duration,
+    retry: Retry,
+    sent: SentFields,
+    /// Bumped on every rejoin and leave: answers to heartbeats sent before are dropped.
+    joins: u64,
+}
+
+impl Heartbeats {
+    /// None sent yet, none due.
+    pub fn new() -> Heartbeats {
+        Heartbeats {
+            in_flight: None,
+            due: None,
+            interval: DEFAULT_HEARTBEAT_INTERVAL,
+            retry: Retry::default(),
+            sent: SentFields::default(),
+            joins: 0,
+        }
+    }
+
+    /// Whether a heartbeat is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// The heartbeat in flight if it is request `id` (it is no longer in flight then).
+    pub fn take(&mut self, id: u64) -> Option<HeartbeatSent> {
+        self.in_flight.take_if(|h| h.id == id)
+    }
+
+    /// Whether `sent` went since the last rejoin or leave.
+    pub fn is_current(&self, sent: &HeartbeatSent) -> bool {
+        sent.joins == self.joins
+    }
+
+    /// Whether the coordinator's view of what the member owns is settled: a heartbeat
+    /// reported it, and none failed since.
+    pub fn reported_owned(&self) -> bool {
+        self.sent.owned.is_some()
+    }
+
+    /// When the next heartbeat may go, while none is in flight.
+    pub fn next(&self) -> Option<Instant> {
+        self.due.filter(|_| self.in_flight.is_none())
+    }
+
+    /// Whether one may go now.
+    pub fn is_due(&self, now: Instant) -> bool {
+        self.next().is_some_and(|t| now >= t)
+    }
+
+    /// The next one goes at `t`.
+    pub fn send_at(&mut self, t: Instant) {
+        self.due = Some(t);
+    }
+
+    /// The next one goes one interval after `now`.
+    pub fn send_after_interval(&mut self, now: Instant) {
+        self.due = Some(now + self.interval);
+    }
+
+    /// The request for a member that is `f`, at version `v` (see [`SentFields`]).
+    pub fn request(&mut self, v: i16, f: Fields<'_>) -> ConsumerGroupHeartbeatRequest {
+        self.sent.request(v, f)
+    }
+
+    /// Request `id` went on `route` at version `v` with `epoch`; the next is due once it
+    /// is answered.
+    pub fn sent(&mut self, id: u64, route: Route, version: i16, epoch: MemberEpoch) {
+        self.in_flight = Some(HeartbeatSent {
+            id,
+            route,
+            version,
+            joins: self.joins,
+            epoch,
+        });
+        // Until the answer brings the interval (or an error a backoff).
+        self.due = None;
+    }
+
+    /// An answer without error: the backoff starts over, and the coordinator may name the
+    /// interval.
+    pub fn succeeded(&mut self, interval_ms: i32) {
+        self.retry.succeeded();
+        if interval_ms > 0 {
+            self.interval = Duration::from_millis(u64::from(interval_ms.unsigned_abs()));
+        }
+    }
+
+    /// Counts a failure; the backoff it earns.
+    pub fn backoff(&mut self, backoff: &Backoff, jitter: &mut dyn Jitter) -> Duration {
+        self.retry.failed(backoff, jitter)
+    }
+
+    /// A heartbeat failed (an error or no answer): the next one is full and goes after the
+    /// backoff.
+    pub fn failed(&mut self, now: Instant, backoff: &Backoff, jitter: &mut dyn Jitter) {
+        self.sent = SentFields::default();
+        let d = self.backoff(backoff, jitter);
+        self.due = Some(now + d);
+    }
+
+    /// A rejoin or leave: nothing in flight is waited for, none is due, the next is full.
+    pub fn forget(&mut self) {
+        self.joins += 1;
+        self.in_flight = None;
+        self.due = None;
+        self.sent = SentFields::default();
+    }
+
+    /// Stops heartbeating for good.
+    pub fn stop(&mut self) {
+        self.in_flight = None;
+        self.due = None;
+    }
+
+    /// How many rejoins and leaves there were.
+    #[cfg(test)]
+    pub fn joins(&self) -> u64 {
+        self.joins
+    }
 }
 
 impl Kip848Member {
@@ -51,7 +277,7 @@ impl Kip848Member {
     pub(super) fn heartbeats_allowed(&self) -> bool {
         matches!(
             self.state,
-            State::Joining | State::Reconciling | State::Acknowledging | State::Stable
+            State::Joining | State::Reconciling { .. } | State::Acknowledging | State::Stable
         )
     }
 
@@ -60,22 +286,20 @@ impl Kip848Member {
         self.heartbeats_allowed()
     }
 
+    /// The heartbeat to send, if one is due.
     pub(super) fn poll_heartbeat(
         &mut self,
         now: Instant,
         links: &mut Links,
         coordinator: &mut Coordinator,
     ) -> Option<Transmit> {
-        if !self.heartbeats_allowed() || self.heartbeat.is_some() {
+        if !self.heartbeats_allowed() || !self.heartbeats.is_due(now) {
             return None;
         }
-        if self.heartbeat_due.is_none_or(|t| now < t) {
-            return None;
-        }
-        let node = coordinator.node()?;
-        let route = Route::node(node, Lane::Group);
-        let versions = links.ready(route, now)?;
-        let Some(v) = versions.pick::<ConsumerGroupHeartbeatRequest>() else {
+        let lane = Lane::Group;
+        let (route, v) =
+            coordinator_link::<ConsumerGroupHeartbeatRequest>(now, links, coordinator, lane)?;
+        let Ok(v) = v else {
             let msg = format!(
                 "group {}: the broker does not offer ConsumerGroupHeartbeat, so it does not \
                  support group.protocol=consumer (KIP-848 needs Kafka 4.0 or later with the \
@@ -95,7 +319,23 @@ impl Kip848Member {
             self.fatal(Error::unsupported(msg));
             return None;
         }
-        let req = self.heartbeat_request(v);
+        let fields = Fields {
+            group_id: self.core.group_id(),
+            member_id: if v == 0 && !self.assigned_id {
+                ""
+            } else {
+                self.member_id.as_str()
+            },
+            epoch: self.epoch,
+            instance_id: self.cfg.instance_id.as_deref(),
+            rack: self.cfg.client_rack.as_deref(),
+            rebalance_timeout: self.cfg.max_poll_interval,
+            subscription: self.subscription.as_ref(),
+            assignor: self.cfg.remote_assignor.as_deref(),
+            joining: matches!(self.state, State::Joining),
+            owned: self.reported(),
+        };
+        let req = self.heartbeats.request(v, fields);
         let id = self.core.take_id();
         log::debug!(
             "group {} member {} epoch {}: heartbeat{}{}",
@@ -113,120 +353,20 @@ impl Kip848Member {
                 ""
             },
         );
-        self.heartbeat = Some(HeartbeatSent {
-            id,
-            route,
-            version: v,
-            joins: self.joins,
-            epoch: self.epoch,
-        });
-        // Until the answer brings the interval (or an error a backoff).
-        self.heartbeat_due = None;
-        if self.state == State::Acknowledging {
-            let to = if self.target_reached() {
+        self.heartbeats.sent(id, route, v, self.epoch);
+        if matches!(self.state, State::Acknowledging) {
+            let to = if self.assignment.target_reached() {
                 State::Stable
             } else {
-                State::Reconciling
+                State::reconciling()
             };
             self.transition(to, "acknowledgement sent");
         }
-        Some(member_transmit(
-            route,
-            &req,
-            v,
-            id,
-            self.core.request_timeout(),
-        ))
+        let timeout = self.core.request_timeout();
+        Some(member_transmit(route, &req, v, id, timeout))
     }
 
-    /// The heartbeat to send now at version `v`; records what it carries.
-    fn heartbeat_request(&mut self, v: i16) -> ConsumerGroupHeartbeatRequest {
-        let joining = self.state == State::Joining;
-        let member_id = if v == 0 && !self.assigned_id {
-            String::new()
-        } else {
-            self.member_id.as_str().to_owned()
-        };
-        let mut req = ConsumerGroupHeartbeatRequest {
-            group_id: self.core.group_id().to_owned(),
-            member_id,
-            member_epoch: self.epoch.0,
-            instance_id: self.cfg.instance_id.clone(),
-            rack_id: None,
-            rebalance_timeout_ms: -1,
-            subscribed_topic_names: None,
-            subscribed_topic_regex: None,
-            server_assignor: None,
-            topic_partitions: None,
-        };
-        if joining || !self.sent.rebalance_timeout {
-            req.rebalance_timeout_ms = millis(self.cfg.max_poll_interval);
-            self.sent.rebalance_timeout = true;
-        }
-        if let Some(rack) = &self.cfg.client_rack {
-            if joining || !self.sent.rack {
-                req.rack_id = Some(rack.clone());
-                self.sent.rack = true;
-            }
-        }
-        let full = joining || req.rebalance_timeout_ms >= 0;
-        let (names, regex): (Vec<String>, Option<String>) = match &self.subscription {
-            Some(Subscription::Topics(t)) => (t.iter().cloned().collect(), None),
-            Some(Subscription::Pattern(p)) => (Vec::new(), Some(p.source().to_owned())),
-            None => (Vec::new(), None),
-        };
-        if full || self.sent.topic_names.as_ref() != Some(&names) {
-            req.subscribed_topic_names = Some(names.clone());
-            self.sent.topic_names = Some(names);
-        }
-        if v >= 1 {
-            match regex {
-                Some(r) if full || self.sent.topic_regex.as_ref() != Some(&r) => {
-                    req.subscribed_topic_regex = Some(r.clone());
-                    self.sent.topic_regex = Some(r);
-                }
-                None if self
-                    .sent
-                    .topic_regex
-                    .as_ref()
-                    .is_some_and(|r| !r.is_empty()) =>
-                {
-                    // From a pattern back to names: "" removes the regex.
-                    req.subscribed_topic_regex = Some(String::new());
-                    self.sent.topic_regex = Some(String::new());
-                }
-                _ => {}
-            }
-        }
-        if let Some(a) = &self.cfg.remote_assignor {
-            if full || !self.sent.assignor {
-                req.server_assignor = Some(a.clone());
-                self.sent.assignor = true;
-            }
-        }
-        if joining {
-            req.topic_partitions = Some(Vec::new());
-            self.sent.owned = Some((self.owned_version, ById::new()));
-        } else {
-            // What a running reconciliation adds counts as owned already: a report without
-            // it (a full heartbeat after an error, say) would let the coordinator take a
-            // partition it moved meanwhile as revoked, and hand it over while the Assigned
-            // callback takes it here.
-            let mut reported = self.owned.clone();
-            if let Some(r) = &self.reconciliation {
-                for (id, parts) in &r.target {
-                    reported.entry(*id).or_default().extend(parts);
-                }
-            }
-            let now_owned = (self.owned_version, reported);
-            if full || self.sent.owned.as_ref() != Some(&now_owned) {
-                req.topic_partitions = Some(to_wire(&now_owned.1));
-                self.sent.owned = Some(now_owned);
-            }
-        }
-        req
-    }
-
+    /// The answer to heartbeat `sent`.
     pub(super) fn on_heartbeat(
         &mut self,
         sent: &HeartbeatSent,
@@ -234,7 +374,7 @@ impl Kip848Member {
         now: Instant,
         coordinator: &mut Coordinator,
     ) {
-        if sent.joins != self.joins || !self.heartbeats_allowed() {
+        if !self.heartbeats.is_current(sent) || !self.heartbeats_allowed() {
             log::debug!(
                 "group {}: dropping the answer to a heartbeat from before a rejoin or leave",
                 self.core.group()
@@ -246,14 +386,10 @@ impl Kip848Member {
             self.heartbeat_error(code, resp.error_message.as_deref(), now, coordinator);
             return;
         }
-        self.retry.succeeded();
+        self.heartbeats.succeeded(resp.heartbeat_interval_ms);
         self.core.recovered();
         self.unreleased_retries = 0;
         self.join_fencings = 0;
-        if resp.heartbeat_interval_ms > 0 {
-            self.interval =
-                Duration::from_millis(u64::from(resp.heartbeat_interval_ms.unsigned_abs()));
-        }
         if sent.version == 0 {
             if let Some(id) = resp.member_id.as_deref().filter(|id| !id.is_empty()) {
                 if self.member_id != id || !self.assigned_id {
@@ -268,7 +404,7 @@ impl Kip848Member {
                 self.core.group(),
                 resp.member_epoch
             );
-            self.heartbeat_due = Some(now + self.interval);
+            self.heartbeats.send_after_interval(now);
             return;
         }
         if resp.member_epoch != self.epoch.0 {
@@ -285,39 +421,36 @@ impl Kip848Member {
         self.update_identity();
         if let Some(a) = resp.assignment {
             let target = sanitize(&a.topic_partitions);
-            if self.target.as_ref() != Some(&target) {
-                self.target_version += 1;
+            let parts = target.values().map(BTreeSet::len).sum::<usize>();
+            if let Some(version) = self.assignment.set_target(target) {
                 log::info!(
-                    "group {} member {} epoch {}: new target assignment (version {}): {} \
-                     partitions",
+                    "group {} member {} epoch {}: new target assignment (version {version}): \
+                     {parts} partitions",
                     self.core.group(),
                     self.member_id,
                     self.epoch,
-                    self.target_version,
-                    target.values().map(BTreeSet::len).sum::<usize>()
                 );
-                self.target = Some(target);
             }
         }
         match self.state {
             State::Joining if self.epoch.in_group() => {
-                if self.target_reached() {
+                if self.assignment.target_reached() {
                     self.transition(State::Stable, "joined");
                 } else {
-                    self.transition(State::Reconciling, "joined with a target to reconcile");
+                    self.transition(State::reconciling(), "joined with a target to reconcile");
                 }
             }
-            State::Stable if !self.target_reached() => {
-                self.transition(State::Reconciling, "new target assignment");
+            State::Stable if !self.assignment.target_reached() => {
+                self.transition(State::reconciling(), "new target assignment");
             }
             _ => {}
         }
         // An acknowledgement waits for no interval.
-        self.heartbeat_due = Some(if self.state == State::Acknowledging {
-            now
+        if matches!(self.state, State::Acknowledging) {
+            self.heartbeats.send_at(now);
         } else {
-            now + self.interval
-        });
+            self.heartbeats.send_after_interval(now);
+        }
     }
 
     fn heartbeat_error(
@@ -372,11 +505,8 @@ impl Kip848Member {
     /// while the failures go on (also when the coordinator keeps moving or stays
     /// unavailable: resetting it there retried every `retry.backoff.ms` for as long).
     pub(super) fn heartbeat_failed(&mut self, now: Instant) {
-        self.sent = SentFields::default();
-        let d = self
-            .retry
-            .failed(&self.cfg.retry_backoff, &mut *self.jitter);
-        self.heartbeat_due = Some(now + d);
+        self.heartbeats
+            .failed(now, &self.cfg.retry_backoff, &mut *self.jitter);
     }
 
     /// The message of a fatal heartbeat error: names the group and what to change.

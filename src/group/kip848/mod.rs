@@ -62,34 +62,29 @@
 //!    instant; a stable member sleeps between heartbeats.
 //! 8. Fatal is final: the error is emitted once and nothing is sent afterwards.
 
-use std::collections::{BTreeSet, HashMap};
-use std::fmt;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backoff::{Backoff, Jitter, Retry};
+use crate::backoff::{Backoff, Jitter};
 use crate::cluster::{Cluster, Interest};
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
-    CallbackKind, CallbackToken, LeavePoll, Member, MemberCore, MemberEvent, Subscription,
+    Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore, MemberEvent, Subscription,
 };
 use crate::link::{Failure, Links, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
-use crate::protocol::message::Uuid;
 use crate::types::{Identity, MemberEpoch, MemberId, TopicPartition};
 
 mod heartbeat;
 mod reconcile;
 
-use heartbeat::{HeartbeatSent, SentFields};
-use reconcile::{ById, Reconciliation};
+use heartbeat::Heartbeats;
+use reconcile::{Assignment, Reconciliation};
 
 /// Fencings in a row of a join request before the member takes a fresh member id.
 const JOIN_FENCINGS_BEFORE_NEW_ID: u32 = 3;
-
-/// The heartbeat interval until the coordinator names one (the broker's default).
-const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What the member needs from the configuration.
 pub(crate) struct Kip848Config {
@@ -109,15 +104,18 @@ pub(crate) struct Kip848Config {
     pub member_id_seed: [u8; 16],
 }
 
-/// The member's states, as the Java client names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum State {
+/// The member's states, as the Java client names them, with what each one keeps.
+#[derive(Debug)]
+enum State {
     /// No subscription; nothing is sent.
     Unsubscribed,
     /// Sends full heartbeats with epoch 0 until the coordinator gives an epoch.
     Joining,
     /// The target differs from what the member owns: callbacks run, one step at a time.
-    Reconciling,
+    Reconciling {
+        /// The step under way (its callbacks run); `None` until the next one starts.
+        running: Option<Reconciliation>,
+    },
     /// A reconciliation completed: the next heartbeat (sent at once) reports it.
     Acknowledging,
     /// Owns its target; heartbeats on the interval.
@@ -126,7 +124,8 @@ pub(crate) enum State {
     Fenced,
     /// About to leave (the callbacks of the leave have run on the user thread).
     PrepareLeaving,
-    /// The leave heartbeat (epoch -1 or -2) is to be sent or in flight.
+    /// The leave heartbeat (epoch -1 or -2) is to be sent (the leave itself, which
+    /// outlives this state until it is answered, is the core's).
     Leaving,
     /// Left because the application did not poll within `max.poll.interval.ms`; the next
     /// poll rejoins.
@@ -135,15 +134,46 @@ pub(crate) enum State {
     Fatal,
 }
 
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+/// A state's name, for logs and the transition check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Unsubscribed,
+    Joining,
+    Reconciling,
+    Acknowledging,
+    Stable,
+    Fenced,
+    PrepareLeaving,
+    Leaving,
+    Stale,
+    Fatal,
+}
+
+impl State {
+    /// Reconciling, the next step not yet started.
+    fn reconciling() -> State {
+        State::Reconciling { running: None }
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            State::Unsubscribed => Kind::Unsubscribed,
+            State::Joining => Kind::Joining,
+            State::Reconciling { .. } => Kind::Reconciling,
+            State::Acknowledging => Kind::Acknowledging,
+            State::Stable => Kind::Stable,
+            State::Fenced => Kind::Fenced,
+            State::PrepareLeaving => Kind::PrepareLeaving,
+            State::Leaving => Kind::Leaving,
+            State::Stale => Kind::Stale,
+            State::Fatal => Kind::Fatal,
+        }
     }
 }
 
 /// Whether the diagram has an edge `from` → `to` (Java's `MemberState` predecessors).
-fn legal(from: State, to: State) -> bool {
-    use State::*;
+fn legal(from: Kind, to: Kind) -> bool {
+    use Kind::*;
     match (from, to) {
         (Fatal, _) => false,
         (_, Fatal) => true,
@@ -172,15 +202,9 @@ enum Then {
     Reconciled,
     /// The partitions were lost: rejoin (or wait for a poll when stale).
     Rejoin,
-}
-
-/// The callback the member waits for.
-#[derive(Debug)]
-struct Outstanding {
-    token: CallbackToken,
-    then: Then,
-    /// What the user thread owns once it answered.
-    owned_after: BTreeSet<TopicPartition>,
+    /// A fencing or poll expiry overtook the callback: report what the user thread owns
+    /// then as lost.
+    Lose,
 }
 
 /// One member of a KIP-848 consumer group.
@@ -199,54 +223,31 @@ pub(crate) struct Kip848Member {
     member_id: MemberId,
     assigned_id: bool,
     epoch: MemberEpoch,
-    /// What the member owns, as its heartbeats report it, and the version of the target
-    /// it came from.
-    owned: ById,
-    owned_version: u64,
-    /// The last target assignment the coordinator sent, and its version (bumped when a
-    /// different one arrives).
-    target: Option<ById>,
-    target_version: u64,
-    /// Names of the topics the member owns or reconciles (kept when metadata forgets them).
-    names: HashMap<Uuid, Arc<str>>,
-    reconciliation: Option<Reconciliation>,
-    callback: Option<Outstanding>,
+    /// What the member owns and its target, by topic id.
+    assignment: Assignment,
+    /// The callback the member waits for: a reconciliation's (while Reconciling, unless a
+    /// fencing or leave overtook it) or the Lost one of a fencing or poll expiry.
+    callback: Option<Awaited<Then>>,
     /// What the user thread owns after the last answered (or outstanding) callback.
     user_owned: BTreeSet<TopicPartition>,
-    /// A fencing or poll expiry happened while a callback was outstanding: report the
-    /// partitions lost once it comes back.
-    lost_pending: bool,
-    /// Bumped on every rejoin and leave: answers to heartbeats sent before are dropped.
-    joins: u64,
-    heartbeat: Option<HeartbeatSent>,
-    /// When the next heartbeat may go (None: none due).
-    heartbeat_due: Option<Instant>,
-    interval: Duration,
-    retry: Retry,
-    sent: SentFields,
+    heartbeats: Heartbeats,
     unreleased_retries: u32,
     /// Fencings in a row of a join (epoch 0) request, and the backoff the next join waits.
     join_fencings: u32,
     join_delay: Option<Duration>,
-    /// The metadata generation of the last refresh asked for unresolved topic ids.
-    asked_metadata: Option<u64>,
 }
 
 impl Member for Kip848Member {
     /// Replaces the subscription: joins when not in the group; a member of the group sends
     /// the new subscription with its next heartbeat.
     fn subscribe(&mut self, sub: Subscription, now: Instant) {
-        if self.is_fatal() {
-            log::warn!(
-                "group {}: subscribe ignored, the member stopped after a fatal error",
-                self.core.group()
-            );
+        if self.core.refuses_subscription() {
             return;
         }
         self.user_polled(now);
         self.subscription = Some(sub);
         self.cluster_dirty = true;
-        if self.state == State::Unsubscribed {
+        if matches!(self.state, State::Unsubscribed) {
             self.join(now, "subscribed");
         }
     }
@@ -262,14 +263,11 @@ impl Member for Kip848Member {
             self.core.left();
             return;
         }
-        let in_group = matches!(
-            self.state,
-            State::Joining | State::Reconciling | State::Acknowledging | State::Stable
-        ) && (self.assigned_id || self.epoch.in_group() || self.heartbeat.is_some());
+        let in_group = self.heartbeats_allowed()
+            && (self.assigned_id || self.epoch.in_group() || self.heartbeats.in_flight());
         self.subscription = None;
         self.cluster_dirty = true;
         self.callback = None;
-        self.lost_pending = false;
         self.user_owned.clear();
         self.core.clear_poll_expiry();
         let leaving = matches!(
@@ -285,7 +283,7 @@ impl Member for Kip848Member {
             // A leave after a poll expiry is under way: it is now the user's.
             job.for_user = true;
             self.forget_membership();
-            if self.state == State::Stale {
+            if matches!(self.state, State::Stale) {
                 // Its heartbeat went already: out of the group, and a subscribe rejoins.
                 self.transition(
                     State::Unsubscribed,
@@ -299,8 +297,8 @@ impl Member for Kip848Member {
             self.start_leave(now, true);
         } else {
             self.forget_membership();
-            if self.state != State::Unsubscribed {
-                if self.state != State::PrepareLeaving {
+            if !matches!(self.state, State::Unsubscribed) {
+                if !matches!(self.state, State::PrepareLeaving) {
                     self.transition(State::PrepareLeaving, "leaving (not in the group)");
                 }
                 self.transition(State::Unsubscribed, "left (no leave heartbeat needed)");
@@ -312,42 +310,37 @@ impl Member for Kip848Member {
     /// The user thread finished callback `token`. A token that is not the outstanding one
     /// is ignored.
     fn callback_done(&mut self, token: CallbackToken, now: Instant) {
-        if self.callback.as_ref().is_none_or(|c| c.token != token) {
-            log::debug!(
-                "group {}: ignoring the answer to callback {} (not outstanding)",
-                self.core.group(),
-                token.0
-            );
+        let outstanding = self.callback.as_ref().map(|c| c.token);
+        if !self.core.is_outstanding(token, outstanding) {
             return;
         }
         // The user thread runs callbacks from poll: it is polling.
         self.user_polled(now);
-        let Outstanding {
+        let Some(Awaited {
             then, owned_after, ..
-        } = self.callback.take().expect("checked");
-        self.user_owned = owned_after;
-        if self.lost_pending {
-            self.lost_pending = false;
-            self.lose_owned(now);
+        }) = self.callback.take()
+        else {
             return;
-        }
+        };
+        self.user_owned = owned_after;
         match then {
             Then::Assign => {
-                if let Some(r) = &self.reconciliation {
+                if let State::Reconciling { running: Some(r) } = &self.state {
                     let (added, owned_after) = (r.added.clone(), r.owned_after.clone());
                     self.emit(CallbackKind::Assigned, added, owned_after, Then::Reconciled);
                 }
             }
             Then::Reconciled => {
-                if let Some(r) = self.reconciliation.take() {
-                    self.owned = r.target;
-                    self.owned_version = r.version;
-                    self.keep_names();
-                    self.transition(State::Acknowledging, "reconciliation done");
-                    self.heartbeat_due = Some(now);
+                if let State::Reconciling { running } = &mut self.state {
+                    if let Some(r) = running.take() {
+                        self.assignment.reconciled(r);
+                        self.transition(State::Acknowledging, "reconciliation done");
+                        self.heartbeats.send_at(now);
+                    }
                 }
             }
             Then::Rejoin => self.rejoin_if_ready(now),
+            Then::Lose => self.lose_owned(now),
         }
     }
 
@@ -365,7 +358,7 @@ impl Member for Kip848Member {
 
     /// Whether the member stopped for good (its error was emitted).
     fn is_fatal(&self) -> bool {
-        self.state == State::Fatal
+        matches!(self.state, State::Fatal)
     }
 
     /// The next request to send, if any.
@@ -379,9 +372,23 @@ impl Member for Kip848Member {
         self.core.learn_group(coordinator);
         self.sync_cluster(cluster);
         self.reconcile(now, cluster);
-        if let Some(t) = self.poll_leave(now, links, coordinator) {
-            return Some(t);
+        let (epoch, instance_id) = (self.leave_epoch(), self.cfg.instance_id.clone());
+        let leave = self
+            .core
+            .poll_leave(now, links, coordinator, |group, job, _| {
+                ConsumerGroupHeartbeatRequest {
+                    group_id: group.to_owned(),
+                    member_id: job.member_id.as_str().to_owned(),
+                    member_epoch: epoch.0,
+                    instance_id,
+                    ..Default::default()
+                }
+            });
+        if let LeavePoll::Sent { transmit, for_user } = leave {
+            self.out_of_group(for_user, "leave heartbeat sent", now);
+            return Some(transmit);
         }
+        self.after_leave(leave, now);
         self.poll_heartbeat(now, links, coordinator)
     }
 
@@ -397,8 +404,7 @@ impl Member for Kip848Member {
         cluster: &mut Cluster,
     ) {
         self.core.learn_group(coordinator);
-        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
-            let sent = self.heartbeat.take().expect("checked");
+        if let Some(sent) = self.heartbeats.take(id) {
             match links.decode::<ConsumerGroupHeartbeatRequest>(sent.route, version, body, now) {
                 Ok(resp) => self.on_heartbeat(&sent, resp, now, coordinator),
                 Err(e) => {
@@ -437,8 +443,7 @@ impl Member for Kip848Member {
         coordinator: &mut Coordinator,
     ) {
         self.core.learn_group(coordinator);
-        if self.heartbeat.as_ref().is_some_and(|h| h.id == id) {
-            self.heartbeat = None;
+        if self.heartbeats.take(id).is_some() {
             coordinator.mark_unknown(&format!("ConsumerGroupHeartbeat: {failure}"), now);
             self.heartbeat_failed(now);
         } else if self.core.is_leave(id) {
@@ -464,8 +469,8 @@ impl Member for Kip848Member {
     /// when only an answer, a callback or the user can move the member on.
     fn poll_timeout(&self, now: Instant) -> Option<Instant> {
         let mut next = self.core.deadlines(now, self.in_group());
-        if self.heartbeats_allowed() && self.heartbeat.is_none() {
-            next.maybe(self.heartbeat_due);
+        if self.heartbeats_allowed() {
+            next.maybe(self.heartbeats.next());
         }
         next.next()
     }
@@ -491,32 +496,20 @@ impl Kip848Member {
             member_id,
             assigned_id: false,
             epoch: MemberEpoch::JOIN,
-            owned: ById::new(),
-            owned_version: 0,
-            target: None,
-            target_version: 0,
-            names: HashMap::new(),
-            reconciliation: None,
+            assignment: Assignment::default(),
             callback: None,
             user_owned: BTreeSet::new(),
-            lost_pending: false,
-            joins: 0,
-            heartbeat: None,
-            heartbeat_due: None,
-            interval: DEFAULT_HEARTBEAT_INTERVAL,
-            retry: Retry::default(),
-            sent: SentFields::default(),
+            heartbeats: Heartbeats::new(),
             unreleased_retries: 0,
             join_fencings: 0,
             join_delay: None,
-            asked_metadata: None,
         }
     }
 
-    /// The member's state.
+    /// The name of the member's state.
     #[cfg(test)]
-    pub fn state(&self) -> State {
-        self.state
+    fn state(&self) -> Kind {
+        self.state.kind()
     }
 
     /// The member epoch.
@@ -537,19 +530,22 @@ impl Kip848Member {
         self.user_owned.iter().cloned().collect()
     }
 
-    /// The partitions of the last target (resolved names only) and those awaiting
-    /// revocation: what the member may own.
+    /// Whether a fencing or poll expiry overtook the outstanding callback: what the user
+    /// thread owns once it comes back is lost.
     #[cfg(test)]
-    pub fn target_names(&self, cluster: &Cluster) -> Option<BTreeSet<TopicPartition>> {
-        let target = self.target.as_ref()?;
-        Some(
-            self.resolve(target, cluster)
-                .0
-                .values()
-                .flatten()
-                .cloned()
-                .collect(),
-        )
+    pub fn lost_pending(&self) -> bool {
+        self.callback
+            .as_ref()
+            .is_some_and(|c| matches!(c.then, Then::Lose))
+    }
+
+    /// What heartbeats report as owned (see [`Assignment::reported`]).
+    fn reported(&self) -> (u64, reconcile::ById) {
+        let running = match &self.state {
+            State::Reconciling { running } => running.as_ref(),
+            _ => None,
+        };
+        self.assignment.reported(running)
     }
 
     // ----- leaving ---------------------------------------------------------------------
@@ -577,53 +573,22 @@ impl Kip848Member {
         }
     }
 
-    /// Clears the membership: epoch 0, nothing owned, no target, no heartbeat awaited.
+    /// Clears the membership: epoch 0, nothing owned, no target, no reconciliation, no
+    /// heartbeat awaited.
     fn forget_membership(&mut self) {
-        self.joins += 1;
+        self.heartbeats.forget();
         self.epoch = MemberEpoch::JOIN;
-        self.owned.clear();
-        self.target = None;
-        self.reconciliation = None;
-        self.heartbeat = None;
-        self.heartbeat_due = None;
-        self.sent = SentFields::default();
-        self.update_identity();
-    }
-
-    fn poll_leave(
-        &mut self,
-        now: Instant,
-        links: &mut Links,
-        coordinator: &mut Coordinator,
-    ) -> Option<Transmit> {
-        let (epoch, instance_id) = (self.leave_epoch(), self.cfg.instance_id.clone());
-        let poll = self
-            .core
-            .poll_leave(now, links, coordinator, |group, job, _| {
-                ConsumerGroupHeartbeatRequest {
-                    group_id: group.to_owned(),
-                    member_id: job.member_id.as_str().to_owned(),
-                    member_epoch: epoch.0,
-                    instance_id,
-                    ..Default::default()
-                }
-            });
-        match poll {
-            LeavePoll::Sent { transmit, for_user } => {
-                self.out_of_group(for_user, "leave heartbeat sent", now);
-                Some(transmit)
-            }
-            ended => {
-                self.after_leave(ended, now);
-                None
-            }
+        self.assignment.forget();
+        if let State::Reconciling { running } = &mut self.state {
+            *running = None;
         }
+        self.update_identity();
     }
 
     /// Leaving (its heartbeat sent, or given up): Stale after a poll expiry, else
     /// Unsubscribed, and joining again at once if the application subscribed meanwhile.
     fn out_of_group(&mut self, for_user: bool, why: &str, now: Instant) {
-        if self.state != State::Leaving {
+        if !matches!(self.state, State::Leaving) {
             return;
         }
         if self.core.poll_expired() && !for_user {
@@ -658,11 +623,7 @@ impl Kip848Member {
         );
         self.transition(State::PrepareLeaving, "max.poll.interval.ms expired");
         self.start_leave(now, false);
-        if self.callback.is_some() {
-            self.lost_pending = true;
-        } else {
-            self.lose_owned(now);
-        }
+        self.lose_owned_after_callback(now);
     }
 
     // ----- fencing and joining -----------------------------------------------------------
@@ -670,14 +631,14 @@ impl Kip848Member {
     /// The coordinator fenced the member: its partitions are lost, then it rejoins with
     /// epoch 0 and the same member id.
     fn fenced(&mut self, why: &str, now: Instant) {
-        if self.state == State::Joining {
+        if matches!(self.state, State::Joining) {
             // Brokers before KAFKA-19233 fence a rejoin (epoch 0) with the same member id
             // while they still hold the member at a higher epoch: back off, and after a few
             // in a row start over with a fresh id (the old one expires with its session).
             self.join_fencings += 1;
             self.join_delay = Some(
-                self.retry
-                    .failed(&self.cfg.retry_backoff, &mut *self.jitter),
+                self.heartbeats
+                    .backoff(&self.cfg.retry_backoff, &mut *self.jitter),
             );
             if self.join_fencings >= JOIN_FENCINGS_BEFORE_NEW_ID {
                 let fresh = new_member_id(&self.cfg.member_id_seed, &mut *self.jitter);
@@ -701,10 +662,15 @@ impl Kip848Member {
         );
         self.transition(State::Fenced, why);
         self.forget_membership();
-        if self.callback.is_some() {
-            self.lost_pending = true;
-        } else {
-            self.lose_owned(now);
+        self.lose_owned_after_callback(now);
+    }
+
+    /// What the user thread owns is lost: at once, or once the outstanding callback (which
+    /// a fencing or poll expiry overtook) comes back.
+    fn lose_owned_after_callback(&mut self, now: Instant) {
+        match &mut self.callback {
+            Some(c) => c.then = Then::Lose,
+            None => self.lose_owned(now),
         }
     }
 
@@ -736,7 +702,8 @@ impl Kip848Member {
     fn join(&mut self, now: Instant, why: &str) {
         self.forget_membership();
         self.transition(State::Joining, why);
-        self.heartbeat_due = Some(now + self.join_delay.take().unwrap_or(Duration::ZERO));
+        let delay = self.join_delay.take().unwrap_or(Duration::ZERO);
+        self.heartbeats.send_at(now + delay);
     }
 
     fn emit(
@@ -747,19 +714,16 @@ impl Kip848Member {
         then: Then,
     ) {
         let count = partitions.len();
-        let token = self.core.callback(kind, partitions, &owned_after);
+        let callback = self.core.callback(kind, partitions, owned_after, then);
         log::info!(
-            "group {} member {} epoch {}: {kind} for {count} partitions (callback {})",
+            "group {} member {} epoch {}: {} for {count} partitions (callback {})",
             self.core.group(),
             self.member_id,
             self.epoch,
-            token.0
+            callback.kind,
+            callback.token.0
         );
-        self.callback = Some(Outstanding {
-            token,
-            then,
-            owned_after,
-        });
+        self.callback = Some(callback);
     }
 
     // ----- the cluster -------------------------------------------------------------------
@@ -804,37 +768,30 @@ impl Kip848Member {
         self.core.set_identity(identity);
     }
 
+    /// Stops for good: the error goes out once, nothing is sent afterwards.
     fn fatal(&mut self, error: Error) {
-        self.core.fatal(error);
-        self.heartbeat = None;
-        self.heartbeat_due = None;
-        self.reconciliation = None;
-        self.transition(State::Fatal, "fatal error");
+        if self.core.fatal(error) {
+            self.heartbeats.stop();
+            self.transition(State::Fatal, "fatal error");
+        }
     }
 
-    /// The one way the state changes: checked against the diagram and logged with the
-    /// member id and epoch.
+    /// The one way the state changes: checked against the diagram (an illegal transition
+    /// is fatal) and logged with the member id and epoch. A transition to the state the
+    /// member is in changes nothing (it keeps the state's data).
     fn transition(&mut self, to: State, why: &str) {
-        let from = self.state;
-        if from == to {
+        let (from, into) = (self.state.kind(), to.kind());
+        if from == into {
             return;
         }
-        if !legal(from, to) {
-            log::error!(
-                "group {}: illegal member transition {from} -> {to} ({why})",
-                self.core.group()
-            );
-            if cfg!(test) {
-                panic!("illegal member transition {from} -> {to} ({why})");
-            }
+        let who = format!("member {} epoch {}", self.member_id, self.epoch);
+        match self
+            .core
+            .transition(from, into, legal(from, into), &who, why)
+        {
+            Ok(()) => self.state = to,
+            Err(error) => self.fatal(error),
         }
-        log::info!(
-            "group {} member {} epoch {}: {from} -> {to} ({why})",
-            self.core.group(),
-            self.member_id,
-            self.epoch
-        );
-        self.state = to;
     }
 }
 

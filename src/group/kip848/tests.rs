@@ -18,6 +18,7 @@ use crate::protocol::api::consumer_group_heartbeat::{
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::message::Uuid;
 use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
 use crate::types::NodeId;
 
@@ -152,7 +153,7 @@ struct Client {
 }
 
 impl Client {
-    fn state(&self) -> State {
+    fn state(&self) -> Kind {
         self.member.state()
     }
 
@@ -198,7 +199,7 @@ struct Rig {
     check: bool,
     clock_start: Instant,
     /// Every member state seen between steps.
-    seen: Vec<State>,
+    seen: Vec<Kind>,
 }
 
 fn topics_of(broker: &SimBroker) -> BTreeMap<String, (Uuid, i32)> {
@@ -485,7 +486,7 @@ impl Rig {
         }
         let c = &mut self.clients[i];
         let leave = req.member_epoch < 0;
-        let joins = c.member.joins;
+        let joins = c.member.heartbeats.joins();
         if !leave {
             // Those from before a rejoin or leave the member no longer waits for.
             assert!(
@@ -724,9 +725,9 @@ impl Rig {
                 c.member.epoch(),
                 c.owned(),
                 c.pending.as_ref().map(|p| (p.kind, p.partitions.clone())),
-                c.member.target,
+                c.member.assignment.target,
             );
-            if c.state() != State::Stable {
+            if c.state() != Kind::Stable {
                 out += "\n    ";
                 out += &c.log[c.log.len().saturating_sub(30)..].join("\n    ");
             }
@@ -766,7 +767,7 @@ impl Rig {
                 .iter()
                 .filter(|c| c.alive && c.member.subscription.is_some() && !c.member.is_fatal())
                 .all(|c| {
-                    c.state() == State::Stable
+                    c.state() == Kind::Stable
                         && c.pending.is_none()
                         && self
                             .group
@@ -909,17 +910,23 @@ impl Rig {
             assert!(m.epoch() >= 0, "client {i}: epoch {}", m.epoch());
             let in_group = matches!(
                 m.state(),
-                State::Joining | State::Reconciling | State::Acknowledging | State::Stable
+                Kind::Joining | Kind::Reconciling | Kind::Acknowledging | Kind::Stable
             );
-            if !in_group || m.lost_pending {
+            if !in_group || m.lost_pending() {
                 continue;
             }
             let held = c.owned();
-            let mut may = m.target_names(&c.cluster).unwrap_or_default();
-            may.extend(m.resolve(&m.owned, &c.cluster).0.into_values().flatten());
+            let mut may = m.assignment.target_names(&c.cluster).unwrap_or_default();
+            may.extend(
+                m.assignment
+                    .resolve(&m.assignment.owned, &c.cluster)
+                    .0
+                    .into_values()
+                    .flatten(),
+            );
             assert!(
                 held.is_subset(&may),
-                "client {i} ({}): holds {held:?}, beyond its target and what awaits \
+                "client {i} ({:?}): holds {held:?}, beyond its target and what awaits \
                  revocation {may:?}",
                 m.state()
             );
@@ -927,7 +934,7 @@ impl Rig {
                 let counted = self.names(&sm.holds());
                 assert!(
                     held.is_subset(&counted),
-                    "client {i} ({} epoch {}): holds {held:?}, the coordinator counts \
+                    "client {i} ({:?} epoch {}): holds {held:?}, the coordinator counts \
                      {counted:?} (epoch {}, {:?})\n{}",
                     m.state(),
                     m.epoch(),
@@ -996,9 +1003,9 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     r.add(config());
     r.c(0).intercept = true;
     r.c(0).callback_delay = None;
-    assert_eq!(r.clients[0].state(), State::Unsubscribed);
+    assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
     r.subscribe(0, &["t"]);
-    assert_eq!(r.clients[0].state(), State::Joining);
+    assert_eq!(r.clients[0].state(), Kind::Joining);
     let start = r.now();
 
     let j = r.next_request(0, Duration::ZERO);
@@ -1022,7 +1029,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     // Epoch 1 and the three partitions: Reconciling, the Assigned callback first.
     let c = &r.clients[0];
     assert_eq!(c.member.epoch(), 1);
-    assert_eq!(c.state(), State::Reconciling);
+    assert_eq!(c.state(), Kind::Reconciling);
     assert_eq!(c.callbacks.len(), 1);
     let (kind, parts, owned, _) = &c.callbacks[0];
     assert_eq!(*kind, CallbackKind::Assigned);
@@ -1041,13 +1048,13 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     r.run_for(secs(1));
     assert!(r.clients[0].intercepted.is_empty());
     r.finish_callback(0);
-    assert_eq!(r.clients[0].state(), State::Acknowledging);
+    assert_eq!(r.clients[0].state(), Kind::Acknowledging);
     let answered = r.now();
 
     // The acknowledgement goes at once and carries the owned partitions, nothing else.
     let ack = r.next_request(0, Duration::ZERO);
     assert_eq!(r.now(), answered);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     let req = hb(&ack);
     assert_eq!((req.member_id.as_str(), req.member_epoch), (id.as_str(), 1));
     assert_eq!(req.topic_partitions, Some(vec![wire(&r, "t", &[0, 1, 2])]));
@@ -1085,7 +1092,7 @@ fn a_member_assigned_nothing_goes_from_joining_straight_to_stable() {
     r.subscribe(1, &["t"]);
     r.run_until(secs(5), |r| r.clients[1].member.epoch() > 0);
     let c = &r.clients[1];
-    assert_eq!(c.state(), State::Stable);
+    assert_eq!(c.state(), Kind::Stable);
     assert!(c.callbacks.is_empty(), "{:?}", c.callbacks);
     assert!(c.owned().is_empty());
     assert_eq!(r.clients[0].owned(), set(tps("t", &[0])));
@@ -1138,7 +1145,7 @@ fn a_subscription_change_sends_only_the_names_with_the_next_heartbeat() {
     r.run_until(secs(5), Rig::all_stable);
     r.c(0).intercept = true;
     r.subscribe(0, &["t", "u"]);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     let h = r.next_request(0, secs(6));
     let req = hb(&h);
     assert_eq!(
@@ -1263,7 +1270,7 @@ fn a_broker_without_consumer_group_heartbeat_is_fatal_with_the_classic_hint() {
     r.run_for(secs(60));
     let c = &r.clients[0];
     assert!(c.member.is_fatal());
-    assert_eq!(c.state(), State::Fatal);
+    assert_eq!(c.state(), Kind::Fatal);
     assert_eq!(c.errors.len(), 1, "{:?}", c.errors);
     let (e, fatal) = &c.errors[0];
     assert!(*fatal);
@@ -1288,7 +1295,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     r.run_until(secs(10), |r| r.clients[0].pending.is_some());
 
     let c0 = &r.clients[0];
-    assert_eq!(c0.state(), State::Reconciling);
+    assert_eq!(c0.state(), Kind::Reconciling);
     let (kind, revoked, kept, _) = c0.callbacks.last().unwrap().clone();
     assert_eq!(kind, CallbackKind::Revoked);
     assert_eq!(revoked.len(), 2);
@@ -1377,7 +1384,7 @@ fn a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_acknowl
     assert_eq!(hb(&ack).member_epoch, 3);
     assert_eq!(
         r.clients[0].state(),
-        State::Reconciling,
+        Kind::Reconciling,
         "the target moved meanwhile"
     );
     r.answer(0, &ack, &ok(3, None));
@@ -1390,7 +1397,7 @@ fn a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_acknowl
     let ack = r.next_request(0, Duration::ZERO);
     assert_eq!(hb(&ack).topic_partitions, Some(vec![wire(&r, "t", &[0])]));
     r.answer(0, &ack, &ok(3, None));
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     assert_eq!(r.clients[0].owned(), set(tps("t", &[0])));
 }
 
@@ -1406,6 +1413,7 @@ fn unresolved_topic_ids_stay_pending_and_are_assigned_once_the_metadata_names_th
     r.run_until(secs(10), |r| {
         r.clients[0]
             .member
+            .assignment
             .target
             .as_ref()
             .is_some_and(|t| t.contains_key(&late))
@@ -1469,7 +1477,7 @@ fn duplicate_negative_and_zero_id_partitions_in_an_assignment_are_dropped() {
     let h = r.next_request(0, secs(6));
     assert_eq!(hb(&h).topic_partitions, None);
     assert_eq!(r.clients[0].callbacks.len(), 1);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
 }
 
 #[test]
@@ -1489,7 +1497,7 @@ fn a_late_answer_from_before_a_rejoin_is_dropped() {
     left.heartbeat_interval_ms = 0;
     r.answer(0, &leave, &left);
     let c = &r.clients[0];
-    assert_eq!((c.state(), c.member.epoch()), (State::Joining, 0));
+    assert_eq!((c.state(), c.member.epoch()), (Kind::Joining, 0));
     assert_eq!(c.callbacks.len(), 1, "{:?}", c.callbacks);
     assert_eq!(c.lefts, 1);
     r.pass(0, &join);
@@ -1503,7 +1511,7 @@ fn a_success_answer_with_a_negative_epoch_is_ignored() {
     let h = r.next_request(0, secs(6));
     r.answer(0, &h, &ok(-1, Some(vec![])));
     let c = &r.clients[0];
-    assert_eq!((c.state(), c.member.epoch()), (State::Stable, 1));
+    assert_eq!((c.state(), c.member.epoch()), (Kind::Stable, 1));
     assert_eq!(c.owned(), set(tps("t", &[0, 1, 2])));
     assert_eq!(c.callbacks.len(), 1);
     let answered = r.now();
@@ -1523,7 +1531,7 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
         let h = r.next_request(0, secs(6));
         r.answer_error(0, &h, code);
         let c = &r.clients[0];
-        assert_eq!(c.state(), State::Fenced, "{code}");
+        assert_eq!(c.state(), Kind::Fenced, "{code}");
         assert_eq!(c.member.epoch(), 0);
         let (kind, lost, owned, _) = c.callbacks.last().unwrap();
         assert_eq!(*kind, CallbackKind::Lost, "{code}");
@@ -1535,7 +1543,7 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
         r.run_for(secs(10));
         assert!(r.clients[0].intercepted.is_empty(), "{code}");
         r.finish_callback(0);
-        assert_eq!(r.clients[0].state(), State::Joining);
+        assert_eq!(r.clients[0].state(), Kind::Joining);
         let j = r.next_request(0, secs(1));
         let req = hb(&j);
         assert_eq!(
@@ -1562,7 +1570,7 @@ fn a_fencing_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
     r.answer(0, &h, &ok(2, Some(vec![wire(&r, "t", &[0])])));
     let h = r.next_request(0, secs(6));
     r.answer_error(0, &h, ErrorCode::FENCED_MEMBER_EPOCH);
-    assert_eq!(r.clients[0].state(), State::Fenced);
+    assert_eq!(r.clients[0].state(), Kind::Fenced);
     assert_eq!(
         r.clients[0].callbacks.len(),
         2,
@@ -1598,7 +1606,7 @@ fn coordinator_errors_find_the_coordinator_again_and_the_next_heartbeat_is_full(
         assert_eq!(req.subscribed_topic_names, Some(vec!["t".to_owned()]));
         assert_eq!(req.topic_partitions, Some(vec![wire(&r, "t", &[0, 1, 2])]));
         r.pass(0, &h);
-        assert_eq!(r.clients[0].state(), State::Stable);
+        assert_eq!(r.clients[0].state(), Kind::Stable);
         assert!(r.clients[0].errors.is_empty());
         assert_eq!(r.clients[0].callbacks.len(), 1, "{code}: nothing lost");
     }
@@ -1656,7 +1664,7 @@ fn load_in_progress_retries_with_a_growing_backoff_at_the_same_coordinator_and_f
     assert!(gaps[3] > gaps[0], "{gaps:?}");
     assert_eq!(r.clients[0].finds, finds, "same coordinator");
     r.pass(0, &h);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
 }
 
 #[test]
@@ -1722,7 +1730,7 @@ fn topic_authorization_failed_is_reported_once_and_heartbeats_go_on_with_a_backo
     assert!(at.iter().all(|d| *d >= ms(80)), "{at:?}");
     assert_eq!(c.owned(), set(tps("t", &[0, 1, 2])), "nothing lost");
     r.pass(0, &h);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     // A new streak is reported again.
     let h = r.next_request(0, secs(6));
     r.answer_error(0, &h, ErrorCode::TOPIC_AUTHORIZATION_FAILED);
@@ -1768,7 +1776,7 @@ fn fatal_config() -> Kip848Config {
 fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     let c = &r.clients[0];
     assert!(c.member.is_fatal(), "{code}");
-    assert_eq!(c.state(), State::Fatal);
+    assert_eq!(c.state(), Kind::Fatal);
     assert_eq!(c.errors.len(), 1, "{code}: {:?}", c.errors);
     let (e, fatal) = &c.errors[0];
     assert!(*fatal, "{code}");
@@ -1845,7 +1853,7 @@ fn a_dynamic_member_leaves_with_minus_1_and_a_static_one_with_minus_2() {
         let mut r = stable_member_with(cfg);
         let id = r.clients[0].member.member_id().to_owned();
         r.leave(0);
-        assert_eq!(r.clients[0].state(), State::Leaving);
+        assert_eq!(r.clients[0].state(), Kind::Leaving);
         assert_eq!(r.clients[0].lefts, 0);
         let l = r.next_request(0, Duration::ZERO);
         let req = hb(&l);
@@ -1854,7 +1862,7 @@ fn a_dynamic_member_leaves_with_minus_1_and_a_static_one_with_minus_2() {
             (id.as_str(), epoch)
         );
         assert_eq!(req.instance_id, r.clients[0].member.cfg.instance_id);
-        assert_eq!(r.clients[0].state(), State::Unsubscribed);
+        assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
         assert_eq!(r.clients[0].member.epoch(), 0);
         assert!(r.clients[0].owned().is_empty());
         assert_eq!(
@@ -1930,7 +1938,7 @@ fn leave_while_a_callback_is_outstanding_sends_the_leave_and_ignores_the_late_an
     let c = &r.clients[0];
     assert_eq!(c.last_sent().req.member_epoch, LEAVE_GROUP_MEMBER_EPOCH);
     assert_eq!(c.lefts, 1);
-    assert_eq!(c.state(), State::Unsubscribed);
+    assert_eq!(c.state(), Kind::Unsubscribed);
     let (n, sent) = (c.callbacks.len(), c.sent.len());
     let now = r.now();
     r.clients[0].member.callback_done(token, now);
@@ -1965,7 +1973,7 @@ fn leave_before_the_first_answer_sends_the_leave_and_a_leave_when_unsubscribed_s
     let c = &r.clients[0];
     assert_eq!(
         (c.state(), c.lefts, c.callbacks.len()),
-        (State::Unsubscribed, 2, 0)
+        (Kind::Unsubscribed, 2, 0)
     );
     assert!(r.group.members.is_empty());
 }
@@ -1982,7 +1990,7 @@ fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a
     r.c(0).callback_delay = None;
     let id = r.clients[0].member.member_id().to_owned();
     let last = r.now();
-    r.run_until(secs(31), |r| r.clients[0].state() == State::Stale);
+    r.run_until(secs(31), |r| r.clients[0].state() == Kind::Stale);
     let c = &r.clients[0];
     assert_eq!(r.now(), last + secs(30));
     let leave = c.last_sent();
@@ -2000,7 +2008,7 @@ fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a
     let sent = c.sent.len();
     r.run_for(secs(60));
     assert_eq!(r.clients[0].sent.len(), sent, "no heartbeats while stale");
-    assert_eq!(r.clients[0].state(), State::Stale);
+    assert_eq!(r.clients[0].state(), Kind::Stale);
     // The application polls again (and runs the Lost callback): the member rejoins.
     r.c(0).polling = true;
     r.c(0).callback_delay = Some(Duration::ZERO);
@@ -2028,7 +2036,7 @@ fn polling_keeps_a_member_whose_callbacks_take_long_in_the_group() {
     r.subscribe(0, &["t"]);
     r.run_until(secs(5), Rig::all_stable);
     r.run_for(secs(120));
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     assert_eq!(r.clients[0].callbacks.len(), 1);
 }
 
@@ -2177,7 +2185,7 @@ fn no_error_turns_into_a_busy_loop() {
 
 #[test]
 fn the_transition_table_matches_the_diagram() {
-    use State::*;
+    use Kind::*;
     let all = [
         Unsubscribed,
         Joining,
@@ -2211,7 +2219,7 @@ fn the_transition_table_matches_the_diagram() {
         (Leaving, Stale),
         (Stale, Joining),
     ] {
-        assert!(legal(from, to), "{from} -> {to}");
+        assert!(legal(from, to), "{from:?} -> {to:?}");
     }
     for (from, to) in [
         (Unsubscribed, Stable),
@@ -2222,7 +2230,7 @@ fn the_transition_table_matches_the_diagram() {
         (Unsubscribed, Leaving),
         (Leaving, Joining),
     ] {
-        assert!(!legal(from, to), "{from} -> {to}");
+        assert!(!legal(from, to), "{from:?} -> {to:?}");
     }
 }
 
@@ -2249,7 +2257,7 @@ fn the_member_id_is_22_url_safe_characters_and_differs_between_members() {
 /// jumps; the rig checks the invariants after every step (`Rig::check_state`,
 /// `Rig::check_request`). Then the churn stops and the group must settle with every
 /// partition owned once.
-fn random_run(seed: u32, steps: usize) -> (Vec<State>, Vec<CallbackKind>) {
+fn random_run(seed: u32, steps: usize) -> (Vec<Kind>, Vec<CallbackKind>) {
     let mut r = Rig::new(&[("t", 5), ("u", 3)]);
     r.group.session_timeout = secs(20);
     r.group.heartbeat_interval = secs(2);
@@ -2408,16 +2416,16 @@ fn randomized_members_keep_the_invariants_and_settle() {
     }
     // What the runs went through, all seeds together.
     for st in [
-        State::Unsubscribed,
-        State::Joining,
-        State::Reconciling,
-        State::Acknowledging,
-        State::Stable,
-        State::Fenced,
-        State::Leaving,
-        State::Stale,
+        Kind::Unsubscribed,
+        Kind::Joining,
+        Kind::Reconciling,
+        Kind::Acknowledging,
+        Kind::Stable,
+        Kind::Fenced,
+        Kind::Leaving,
+        Kind::Stale,
     ] {
-        assert!(seen.contains(&st), "no run saw {st}");
+        assert!(seen.contains(&st), "no run saw {st:?}");
     }
     let count = |k: CallbackKind| kinds.iter().filter(|x| **x == k).count();
     let (assigned, revoked, lost) = (
@@ -2444,11 +2452,11 @@ fn leaving_while_the_leave_after_a_poll_expiry_is_in_flight_and_subscribing_agai
         let h = r.next_request(0, secs(31));
         if hb(&h).member_epoch < 0 {
             assert_eq!(r.now(), expiry);
-            assert_eq!(r.clients[0].state(), State::Stale);
+            assert_eq!(r.clients[0].state(), Kind::Stale);
             r.c(0).polling = true;
             // The application closes the subscription while the leave is in flight...
             r.leave(0);
-            assert_eq!(r.clients[0].state(), State::Unsubscribed);
+            assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
             r.pass(0, &h);
             assert_eq!(r.clients[0].lefts, 1);
             break;
@@ -2483,7 +2491,7 @@ fn an_acknowledgement_racing_a_move(lose_the_answer: bool) {
     r.subscribe(0, &["t", "u"]);
     let h1 = r.next_request(0, secs(6));
     r.finish_callback(0);
-    assert_eq!(r.clients[0].state(), State::Acknowledging);
+    assert_eq!(r.clients[0].state(), Kind::Acknowledging);
     // Its answer adds u-0; the acknowledgement of t-0 goes at once.
     r.pass(0, &h1);
     let ack = r.next_request(0, Duration::ZERO);
@@ -2606,11 +2614,11 @@ fn leaving_after_rejoining_while_the_old_leave_is_in_flight_leaves_and_can_subsc
     r.leave(0);
     let leave2 = r.next_request(0, Duration::ZERO);
     assert_eq!(hb(&leave2).member_epoch, LEAVE_GROUP_MEMBER_EPOCH);
-    assert_eq!(r.clients[0].state(), State::Unsubscribed);
+    assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
     r.pass(0, &leave);
     r.pass(0, &join);
     r.pass(0, &leave2);
-    assert_eq!(r.clients[0].state(), State::Unsubscribed);
+    assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
     assert_eq!(r.clients[0].lefts, 1);
     r.run_for(secs(60));
     assert!(

@@ -4,9 +4,14 @@
 //! and the KIP-848 one embed a [`MemberCore`] and keep only their protocol's state beside
 //! it. Sans-IO.
 //!
+//! Every state change of either member passes [`MemberCore::transition`]: checked against
+//! the member's diagram and logged with the member id and its generation or epoch.
+//!
 //! Invariants:
 //! 1. An identity event goes out only when the identity changed.
-//! 2. A non-fatal error goes out once per streak of the same problem, a fatal one once.
+//! 2. A non-fatal error goes out once per streak of the same problem, a fatal one once
+//!    ([`MemberCore::fatal`] says whether the member just stopped). A transition the
+//!    diagram does not have is such a fatal error, never a log line and carry on.
 //! 3. At most one leave is under way. It ends exactly once (answered, failed, or given up:
 //!    no coordinator, no version to send it with, not sent by its deadline), and `Left`
 //!    follows then if, and only if, the application asked for the leave.
@@ -14,9 +19,10 @@
 //!    the expiry; while it is expired it names no deadline.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{CallbackKind, CallbackToken, MemberEvent};
 use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
@@ -37,6 +43,16 @@ pub(crate) struct LeaveJob {
     /// Given up if not sent by then.
     pub deadline: Instant,
     pub sent: Option<(u64, Route)>,
+}
+
+/// A callback the member waits for: its token and kind, what the user thread owns once it
+/// answered, and what the member does then (`T`, its protocol's own).
+#[derive(Debug)]
+pub(crate) struct Awaited<T> {
+    pub token: CallbackToken,
+    pub kind: CallbackKind,
+    pub owned_after: BTreeSet<TopicPartition>,
+    pub then: T,
 }
 
 /// What became of the leave under way when the member asked to send it.
@@ -108,6 +124,11 @@ pub(crate) struct MemberCore {
     poll: PollInterval,
     /// `request.timeout.ms`: requests time out, and a leave not sent is given up, after it.
     request_timeout: Duration,
+    /// The fatal error went out: the member stopped for good.
+    stopped: bool,
+    /// A test that takes an illegal transition on purpose (any other test fails on one).
+    #[cfg(test)]
+    pub expect_illegal: bool,
 }
 
 impl MemberCore {
@@ -131,6 +152,9 @@ impl MemberCore {
                 expired: None,
             },
             request_timeout,
+            stopped: false,
+            #[cfg(test)]
+            expect_illegal: false,
         }
     }
 
@@ -176,23 +200,55 @@ impl MemberCore {
         self.events.pop_front()
     }
 
-    /// Asks the user thread to run callback `kind` for `partitions` and make `owned` its
-    /// assignment; returns the token its answer will carry.
-    pub fn callback(
+    /// Asks the user thread to run callback `kind` for `partitions` and make `owned_after`
+    /// its assignment; the member waits for it, and does `then` once it is answered.
+    pub fn callback<T>(
         &mut self,
         kind: CallbackKind,
         partitions: BTreeSet<TopicPartition>,
-        owned: &BTreeSet<TopicPartition>,
-    ) -> CallbackToken {
+        owned_after: BTreeSet<TopicPartition>,
+        then: T,
+    ) -> Awaited<T> {
         let token = CallbackToken(self.next_token);
         self.next_token += 1;
         self.events.push_back(MemberEvent::Callback {
             token,
             kind,
             partitions: partitions.into_iter().collect(),
-            owned: owned.iter().cloned().collect(),
+            owned: owned_after.iter().cloned().collect(),
         });
-        token
+        Awaited {
+            token,
+            kind,
+            owned_after,
+            then,
+        }
+    }
+
+    /// Whether the answer to callback `token` is the one the member waits for
+    /// (`outstanding`); any other is ignored.
+    pub fn is_outstanding(&self, token: CallbackToken, outstanding: Option<CallbackToken>) -> bool {
+        if outstanding == Some(token) {
+            return true;
+        }
+        log::debug!(
+            "group {}: ignoring the answer to callback {} (not outstanding)",
+            self.group(),
+            token.0
+        );
+        false
+    }
+
+    /// Whether a member that stopped after a fatal error refuses a new subscription (it
+    /// does, with a warning: the consumer replaces a stopped member when it subscribes).
+    pub fn refuses_subscription(&self) -> bool {
+        if self.stopped {
+            log::warn!(
+                "group {}: subscribe ignored, the member stopped after a fatal error",
+                self.group()
+            );
+        }
+        self.stopped
     }
 
     /// Who commits speak for, as last told.
@@ -226,11 +282,47 @@ impl MemberCore {
         self.reported = None;
     }
 
-    /// The error that stops the member for good.
-    pub fn fatal(&mut self, error: Error) {
+    /// The error that stops the member for good: emitted the first time; whether this
+    /// stopped the member (it then clears what it keeps and enters its Fatal state). Later
+    /// ones are only logged.
+    pub fn fatal(&mut self, error: Error) -> bool {
         log::error!("{error}");
+        if self.stopped {
+            return false;
+        }
+        self.stopped = true;
         self.events
             .push_back(MemberEvent::Error { error, fatal: true });
+        true
+    }
+
+    /// Checks a transition `from` → `to` of the member `who` (its id and generation or
+    /// epoch, as the logs name them) and logs it; `legal`: the member's diagram has that
+    /// edge. `Err`: an illegal transition, with the error that stops the member (a test
+    /// build also panics, unless the test expects it).
+    pub fn transition<K: fmt::Debug>(
+        &self,
+        from: K,
+        to: K,
+        legal: bool,
+        who: &str,
+        why: &str,
+    ) -> Result<(), Error> {
+        if !legal {
+            let error = Error::new(
+                ErrorKind::Protocol,
+                format!(
+                    "group {}: illegal member transition {from:?} -> {to:?} ({why}) of {who}; \
+                     the member stops",
+                    self.group()
+                ),
+            );
+            #[cfg(test)]
+            assert!(self.expect_illegal, "{error}");
+            return Err(error);
+        }
+        log::info!("group {} {who}: {from:?} -> {to:?} ({why})", self.group());
+        Ok(())
     }
 
     /// A leave needs no request: it is done at once.
@@ -448,6 +540,23 @@ impl MemberCore {
         d.maybe(self.poll_deadline(active));
         d
     }
+}
+
+/// The coordinator's link on `lane` once the coordinator is known and the link ready (it
+/// is marked wanted otherwise), and the version of `A` to speak on it: `Err` says what the
+/// broker supports when it speaks none of the versions this client does.
+pub(crate) fn coordinator_link<A: Api>(
+    now: Instant,
+    links: &mut Links,
+    coordinator: &mut Coordinator,
+    lane: Lane,
+) -> Option<(Route, Result<i16, String>)> {
+    let route = Route::node(coordinator.node()?, lane);
+    let versions = links.ready(route, now)?;
+    let v = versions
+        .pick::<A>()
+        .ok_or_else(|| versions.unsupported::<A>(route.peer));
+    Some((route, v))
 }
 
 /// A request of the member's, tagged so that its answer comes back to it.

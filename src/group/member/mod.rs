@@ -25,7 +25,9 @@ use crate::types::{Identity, TopicPartition};
 mod core;
 mod subscription;
 
-pub(crate) use self::core::{member_transmit, millis, LeavePoll, MemberCore};
+pub(crate) use self::core::{
+    coordinator_link, member_transmit, millis, Awaited, LeavePoll, MemberCore,
+};
 pub(crate) use subscription::{Subscription, TopicPattern};
 
 /// A group member of either protocol, as the group component drives it. Sans-IO: every
