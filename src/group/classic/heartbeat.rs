@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::{ClassicMember, State};
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
-use crate::group::member::member_transmit;
+use crate::group::member::{member_transmit, MemberState};
 use crate::link::{Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
 use crate::protocol::error_code::ErrorCode;

@@ -26,6 +26,7 @@ use crate::protocol::consumer_protocol::{
 };
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Bytes;
+use crate::protocol::wire::DecodeError;
 use crate::types::{GenerationId, Identity, MemberId, TopicPartition};
 
 /// Java's `JOIN_GROUP_TIMEOUT_LAPSE`: JoinGroup (and SyncGroup) may take the rebalance
@@ -633,6 +634,15 @@ impl ClassicMember {
             Some(Subscription::Pattern(p)) => p.matches(topic),
             None => false,
         }
+    }
+
+    /// A JoinGroup or SyncGroup answer that does not decode: reported, and the member
+    /// rejoins.
+    pub(super) fn malformed(&mut self, api: &str, e: DecodeError, now: Instant) {
+        let msg = format!("group {}: malformed {api} response", self.core.group());
+        self.core
+            .report(format!("{api} malformed"), Error::decode(e, msg));
+        self.retry_join(now, false, &format!("malformed {api} response"));
     }
 
     /// A rejoin after a failed or refused step: `immediate` is Java's "retry at once",

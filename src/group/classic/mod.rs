@@ -77,7 +77,7 @@ use crate::group::assignor::{rebalance_protocol, Assignor, MemberSubscription, R
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
     coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
-    MemberEvent, Subscription,
+    MemberEvent, MemberState, Subscription,
 };
 use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
@@ -188,7 +188,9 @@ enum Kind {
     Fatal,
 }
 
-impl State {
+impl MemberState for State {
+    type Kind = Kind;
+
     fn kind(&self) -> Kind {
         match self {
             State::Unsubscribed => Kind::Unsubscribed,
@@ -201,22 +203,22 @@ impl State {
             State::Fatal => Kind::Fatal,
         }
     }
-}
 
-/// Whether the diagram has an edge `from` → `to`.
-fn legal(from: Kind, to: Kind) -> bool {
-    use Kind::*;
-    match (from, to) {
-        (Fatal, _) => false,
-        (_, Fatal) | (_, Unsubscribed) => true,
-        (Unsubscribed, NeedJoin) => true,
-        (NeedJoin, AwaitCallback | AwaitJoin) => true,
-        (AwaitCallback, NeedJoin | AwaitCallback | Stable) => true,
-        (AwaitJoin, NeedJoin | AwaitMetadata | AwaitSync) => true,
-        (AwaitMetadata, NeedJoin | AwaitSync) => true,
-        (AwaitSync, NeedJoin | AwaitCallback) => true,
-        (Stable, NeedJoin) => true,
-        _ => false,
+    /// Whether the diagram has an edge `from` → `to`.
+    fn legal(from: Kind, to: Kind) -> bool {
+        use Kind::*;
+        match (from, to) {
+            (Fatal, _) => false,
+            (_, Fatal) | (_, Unsubscribed) => true,
+            (Unsubscribed, NeedJoin) => true,
+            (NeedJoin, AwaitCallback | AwaitJoin) => true,
+            (AwaitCallback, NeedJoin | AwaitCallback | Stable) => true,
+            (AwaitJoin, NeedJoin | AwaitMetadata | AwaitSync) => true,
+            (AwaitMetadata, NeedJoin | AwaitSync) => true,
+            (AwaitSync, NeedJoin | AwaitCallback) => true,
+            (Stable, NeedJoin) => true,
+            _ => false,
+        }
     }
 }
 
@@ -428,13 +430,7 @@ impl Member for ClassicMember {
                 let route = *route;
                 match links.decode::<JoinGroupRequest>(route, version, body, now) {
                     Ok(resp) => self.on_join(resp, now, coordinator, cluster),
-                    Err(e) => {
-                        let msg =
-                            format!("group {}: malformed JoinGroup response", self.core.group());
-                        self.core
-                            .report("JoinGroup malformed".into(), Error::decode(e, msg));
-                        self.retry_join(now, false, "malformed JoinGroup response");
-                    }
+                    Err(e) => self.malformed("JoinGroup", e, now),
                 }
             }
             State::AwaitSync(Sync {
@@ -444,13 +440,7 @@ impl Member for ClassicMember {
                 let route = *route;
                 match links.decode::<SyncGroupRequest>(route, version, body, now) {
                     Ok(resp) => self.on_sync(resp, now, coordinator),
-                    Err(e) => {
-                        let msg =
-                            format!("group {}: malformed SyncGroup response", self.core.group());
-                        self.core
-                            .report("SyncGroup malformed".into(), Error::decode(e, msg));
-                        self.retry_join(now, false, "malformed SyncGroup response");
-                    }
+                    Err(e) => self.malformed("SyncGroup", e, now),
                 }
             }
             _ if self.heartbeat.as_ref().is_some_and(|h| h.id == id) => {
@@ -966,14 +956,9 @@ impl ClassicMember {
     /// The one way the state changes: checked against the diagram (an illegal transition
     /// is fatal) and logged with the member id and generation.
     fn transition(&mut self, to: State, why: &str) {
-        let (from, into) = (self.state.kind(), to.kind());
         let who = format!("member {:?} generation {}", self.member_id, self.generation);
-        match self
-            .core
-            .transition(from, into, legal(from, into), &who, why)
-        {
-            Ok(()) => self.state = to,
-            Err(error) => self.fatal(error),
+        if let Err(error) = self.core.transition(&mut self.state, to, &who, why) {
+            self.fatal(error);
         }
     }
 }

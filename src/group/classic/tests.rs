@@ -2124,6 +2124,7 @@ fn churn_with_range_never_gives_a_partition_two_owners() {
 
 #[test]
 fn the_transition_table_matches_the_diagram() {
+    let legal = State::legal;
     use Kind::*;
     let all = [
         Unsubscribed,

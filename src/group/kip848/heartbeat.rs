@@ -13,8 +13,8 @@ use super::{Kip848Member, State};
 use crate::backoff::{Backoff, Jitter, Retry};
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{coordinator_link, member_transmit, millis, Subscription};
-use crate::link::{Lane, Links, Route, Transmit};
+use crate::group::member::{member_transmit, millis, Subscription};
+use crate::link::{Route, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
@@ -286,19 +286,18 @@ impl Kip848Member {
         self.heartbeats_allowed()
     }
 
-    /// The heartbeat to send, if one is due.
-    pub(super) fn poll_heartbeat(
+    /// Whether a regular heartbeat is to go now.
+    pub(super) fn heartbeat_due(&self, now: Instant) -> bool {
+        self.heartbeats_allowed() && self.heartbeats.is_due(now)
+    }
+
+    /// The heartbeat that is due, on the coordinator's `route` at version `v` (`Err`: the
+    /// broker speaks no version of ConsumerGroupHeartbeat).
+    pub(super) fn send_heartbeat(
         &mut self,
-        now: Instant,
-        links: &mut Links,
-        coordinator: &mut Coordinator,
+        route: Route,
+        v: Result<i16, String>,
     ) -> Option<Transmit> {
-        if !self.heartbeats_allowed() || !self.heartbeats.is_due(now) {
-            return None;
-        }
-        let lane = Lane::Group;
-        let (route, v) =
-            coordinator_link::<ConsumerGroupHeartbeatRequest>(now, links, coordinator, lane)?;
         let Ok(v) = v else {
             let msg = format!(
                 "group {}: the broker does not offer ConsumerGroupHeartbeat, so it does not \

@@ -71,9 +71,10 @@ use crate::cluster::{Cluster, Interest};
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
-    Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore, MemberEvent, Subscription,
+    coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
+    MemberEvent, MemberState, Subscription,
 };
-use crate::link::{Failure, Links, Transmit};
+use crate::link::{Failure, Lane, Links, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
 use crate::types::{Identity, MemberEpoch, MemberId, TopicPartition};
 
@@ -154,6 +155,10 @@ impl State {
     fn reconciling() -> State {
         State::Reconciling { running: None }
     }
+}
+
+impl MemberState for State {
+    type Kind = Kind;
 
     fn kind(&self) -> Kind {
         match self {
@@ -169,27 +174,29 @@ impl State {
             State::Fatal => Kind::Fatal,
         }
     }
-}
 
-/// Whether the diagram has an edge `from` → `to` (Java's `MemberState` predecessors).
-fn legal(from: Kind, to: Kind) -> bool {
-    use Kind::*;
-    match (from, to) {
-        (Fatal, _) => false,
-        (_, Fatal) => true,
-        (Unsubscribed | Fenced | Stale, Joining) => true,
-        (Joining | Stable | Acknowledging | Reconciling, Reconciling) => true,
-        (Reconciling, Acknowledging) => true,
-        (Joining | Acknowledging | Reconciling, Stable) => true,
-        (Joining | Stable | Reconciling | Acknowledging | PrepareLeaving | Leaving, Fenced) => true,
-        (
-            Joining | Stable | Reconciling | Acknowledging | Unsubscribed | Fenced | Stale,
-            PrepareLeaving,
-        ) => true,
-        (PrepareLeaving, Leaving) => true,
-        (Leaving, Stale) => true,
-        (PrepareLeaving | Leaving | Fenced | Stale, Unsubscribed) => true,
-        _ => false,
+    /// Whether the diagram has an edge `from` → `to` (Java's `MemberState` predecessors).
+    fn legal(from: Kind, to: Kind) -> bool {
+        use Kind::*;
+        match (from, to) {
+            (Fatal, _) => false,
+            (_, Fatal) => true,
+            (Unsubscribed | Fenced | Stale, Joining) => true,
+            (Joining | Stable | Acknowledging | Reconciling, Reconciling) => true,
+            (Reconciling, Acknowledging) => true,
+            (Joining | Acknowledging | Reconciling, Stable) => true,
+            (Joining | Stable | Reconciling | Acknowledging | PrepareLeaving | Leaving, Fenced) => {
+                true
+            }
+            (
+                Joining | Stable | Reconciling | Acknowledging | Unsubscribed | Fenced | Stale,
+                PrepareLeaving,
+            ) => true,
+            (PrepareLeaving, Leaving) => true,
+            (Leaving, Stale) => true,
+            (PrepareLeaving | Leaving | Fenced | Stale, Unsubscribed) => true,
+            _ => false,
+        }
     }
 }
 
@@ -327,7 +334,11 @@ impl Member for Kip848Member {
             Then::Assign => {
                 if let State::Reconciling { running: Some(r) } = &self.state {
                     let (added, owned_after) = (r.added.clone(), r.owned_after.clone());
-                    self.emit(CallbackKind::Assigned, added, owned_after, Then::Reconciled);
+                    let kind = CallbackKind::Assigned;
+                    let c = self
+                        .core
+                        .callback(kind, added, owned_after, Then::Reconciled);
+                    self.wait_for(c);
                 }
             }
             Then::Reconciled => {
@@ -389,7 +400,13 @@ impl Member for Kip848Member {
             return Some(transmit);
         }
         self.after_leave(leave, now);
-        self.poll_heartbeat(now, links, coordinator)
+        if !self.heartbeat_due(now) {
+            return None;
+        }
+        let lane = Lane::Group;
+        let (route, v) =
+            coordinator_link::<ConsumerGroupHeartbeatRequest>(now, links, coordinator, lane)?;
+        self.send_heartbeat(route, v)
     }
 
     /// Applies the answer to request `id`.
@@ -681,7 +698,10 @@ impl Kip848Member {
             self.rejoin_if_ready(now);
         } else {
             let lost = std::mem::take(&mut self.user_owned);
-            self.emit(CallbackKind::Lost, lost, BTreeSet::new(), Then::Rejoin);
+            let c = self
+                .core
+                .callback(CallbackKind::Lost, lost, BTreeSet::new(), Then::Rejoin);
+            self.wait_for(c);
         }
     }
 
@@ -706,22 +726,16 @@ impl Kip848Member {
         self.heartbeats.send_at(now + delay);
     }
 
-    fn emit(
-        &mut self,
-        kind: CallbackKind,
-        partitions: BTreeSet<TopicPartition>,
-        owned_after: BTreeSet<TopicPartition>,
-        then: Then,
-    ) {
-        let count = partitions.len();
-        let callback = self.core.callback(kind, partitions, owned_after, then);
+    /// Waits for `callback` (which the core emitted) before moving on.
+    fn wait_for(&mut self, callback: Awaited<Then>) {
         log::info!(
-            "group {} member {} epoch {}: {} for {count} partitions (callback {})",
+            "group {} member {} epoch {}: {} (callback {}), owning {} partitions then",
             self.core.group(),
             self.member_id,
             self.epoch,
             callback.kind,
-            callback.token.0
+            callback.token.0,
+            callback.owned_after.len()
         );
         self.callback = Some(callback);
     }
@@ -780,17 +794,12 @@ impl Kip848Member {
     /// is fatal) and logged with the member id and epoch. A transition to the state the
     /// member is in changes nothing (it keeps the state's data).
     fn transition(&mut self, to: State, why: &str) {
-        let (from, into) = (self.state.kind(), to.kind());
-        if from == into {
+        if self.state.kind() == to.kind() {
             return;
         }
         let who = format!("member {} epoch {}", self.member_id, self.epoch);
-        match self
-            .core
-            .transition(from, into, legal(from, into), &who, why)
-        {
-            Ok(()) => self.state = to,
-            Err(error) => self.fatal(error),
+        if let Err(error) = self.core.transition(&mut self.state, to, &who, why) {
+            self.fatal(error);
         }
     }
 }

@@ -217,12 +217,15 @@ impl Kip848Member {
                 owned_after: after.clone(),
             }),
         };
-        if revoked.is_empty() {
-            self.emit(CallbackKind::Assigned, added, after, Then::Reconciled);
+        let callback = if revoked.is_empty() {
+            let kind = CallbackKind::Assigned;
+            self.core.callback(kind, added, after, Then::Reconciled)
         } else {
             let kept = owned_now.intersection(&after).cloned().collect();
-            self.emit(CallbackKind::Revoked, revoked, kept, Then::Assign);
-        }
+            let kind = CallbackKind::Revoked;
+            self.core.callback(kind, revoked, kept, Then::Assign)
+        };
+        self.wait_for(callback);
     }
 }
 

@@ -2185,6 +2185,7 @@ fn no_error_turns_into_a_busy_loop() {
 
 #[test]
 fn the_transition_table_matches_the_diagram() {
+    let legal = State::legal;
     use Kind::*;
     let all = [
         Unsubscribed,

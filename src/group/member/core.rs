@@ -45,6 +45,16 @@ pub(crate) struct LeaveJob {
     pub sent: Option<(u64, Route)>,
 }
 
+/// A member's state as the transition check sees it: its name, and the diagram's edges.
+pub(crate) trait MemberState {
+    /// The state's name (what the logs and the diagram speak of).
+    type Kind: Copy + Eq + fmt::Debug;
+    /// The name of this state.
+    fn kind(&self) -> Self::Kind;
+    /// Whether the diagram has an edge `from` → `to`.
+    fn legal(from: Self::Kind, to: Self::Kind) -> bool;
+}
+
 /// A callback the member waits for: its token and kind, what the user thread owns once it
 /// answered, and what the member does then (`T`, its protocol's own).
 #[derive(Debug)]
@@ -296,19 +306,20 @@ impl MemberCore {
         true
     }
 
-    /// Checks a transition `from` → `to` of the member `who` (its id and generation or
-    /// epoch, as the logs name them) and logs it; `legal`: the member's diagram has that
-    /// edge. `Err`: an illegal transition, with the error that stops the member (a test
-    /// build also panics, unless the test expects it).
-    pub fn transition<K: fmt::Debug>(
+    /// The one way a member's state changes: `state` becomes `to` if the diagram has that
+    /// edge, logged with `who` (the member id and its generation or epoch). `Err`: an
+    /// illegal transition (`state` stays), with the error that stops the member; a test
+    /// build also panics, unless the test expects it.
+    pub fn transition<S: MemberState>(
         &self,
-        from: K,
-        to: K,
-        legal: bool,
+        state: &mut S,
+        to: S,
         who: &str,
         why: &str,
     ) -> Result<(), Error> {
-        if !legal {
+        let (from, to_kind) = (state.kind(), to.kind());
+        if !S::legal(from, to_kind) {
+            let to = to_kind;
             let error = Error::new(
                 ErrorKind::Protocol,
                 format!(
@@ -321,7 +332,11 @@ impl MemberCore {
             assert!(self.expect_illegal, "{error}");
             return Err(error);
         }
-        log::info!("group {} {who}: {from:?} -> {to:?} ({why})", self.group());
+        log::info!(
+            "group {} {who}: {from:?} -> {to_kind:?} ({why})",
+            self.group()
+        );
+        *state = to;
         Ok(())
     }
 

@@ -26,7 +26,7 @@ mod core;
 mod subscription;
 
 pub(crate) use self::core::{
-    coordinator_link, member_transmit, millis, Awaited, LeavePoll, MemberCore,
+    coordinator_link, member_transmit, millis, Awaited, LeavePoll, MemberCore, MemberState,
 };
 pub(crate) use subscription::{Subscription, TopicPattern};
 
