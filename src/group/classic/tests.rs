@@ -2154,6 +2154,42 @@ fn the_transition_table_matches_the_diagram() {
 }
 
 #[test]
+fn an_illegal_transition_stops_the_member_with_one_protocol_error() {
+    let mut m = ClassicMember::new(config(range()), sim::jitter(1));
+    m.core.expect_illegal = true;
+    m.transition(State::Stable, "forced by the test");
+    assert!(m.is_fatal());
+    let events: Vec<MemberEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+    let [MemberEvent::Error { error, fatal: true }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(error.kind(), crate::error::ErrorKind::Protocol);
+    let msg = error.to_string();
+    assert!(
+        msg.contains("illegal member transition Unsubscribed -> Stable (forced by the test)"),
+        "{msg}"
+    );
+    // Fatal is final: another illegal step changes nothing and emits nothing.
+    m.transition(State::NeedJoin, "again");
+    assert!(m.is_fatal());
+    assert!(m.poll_event().is_none());
+    // And a stopped member refuses a new subscription (the consumer replaces it).
+    m.subscribe(
+        Subscription::Topics(["t".to_owned()].into()),
+        Clock::new().now(),
+    );
+    assert!(m.is_fatal());
+    assert!(m.poll_event().is_none());
+}
+
+#[test]
+#[should_panic(expected = "illegal member transition Unsubscribed -> Stable")]
+fn an_illegal_transition_fails_the_test_that_takes_it() {
+    let mut m = ClassicMember::new(config(range()), sim::jitter(1));
+    m.transition(State::Stable, "a bug");
+}
+
+#[test]
 fn partitions_round_trip_through_the_consumer_protocol_form() {
     let set: BTreeSet<TopicPartition> = [tp("b", 1), tp("a", 2), tp("a", 0)].into_iter().collect();
     let wire = to_wire(&set);

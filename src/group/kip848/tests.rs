@@ -2236,6 +2236,37 @@ fn the_transition_table_matches_the_diagram() {
 }
 
 #[test]
+fn an_illegal_transition_stops_the_member_with_one_protocol_error() {
+    let mut m = Kip848Member::new(config(), sim::jitter(1));
+    m.core.expect_illegal = true;
+    m.transition(State::Acknowledging, "forced by the test");
+    assert_eq!(m.state(), Kind::Fatal);
+    let events: Vec<MemberEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+    let [MemberEvent::Error { error, fatal: true }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(error.kind(), crate::error::ErrorKind::Protocol);
+    let msg = error.to_string();
+    assert!(
+        msg.contains(
+            "illegal member transition Unsubscribed -> Acknowledging (forced by the test)"
+        ) && msg.contains(m.member_id()),
+        "{msg}"
+    );
+    // Fatal is final: another illegal step changes nothing and emits nothing.
+    m.transition(State::Joining, "again");
+    assert_eq!(m.state(), Kind::Fatal);
+    assert!(m.poll_event().is_none());
+}
+
+#[test]
+#[should_panic(expected = "illegal member transition Unsubscribed -> Acknowledging")]
+fn an_illegal_transition_fails_the_test_that_takes_it() {
+    let mut m = Kip848Member::new(config(), sim::jitter(1));
+    m.transition(State::Acknowledging, "a bug");
+}
+
+#[test]
 fn the_member_id_is_22_url_safe_characters_and_differs_between_members() {
     let a = Kip848Member::new(config(), sim::jitter(1));
     let b = Kip848Member::new(config(), sim::jitter(2));

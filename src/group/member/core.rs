@@ -598,3 +598,125 @@ pub(crate) fn member_transmit<A: Api>(
 pub(crate) fn millis(d: Duration) -> i32 {
     i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Clock;
+    use crate::types::{GenerationId, MemberEpoch};
+
+    fn core() -> MemberCore {
+        MemberCore::new(
+            Identity::Outsider,
+            Duration::from_secs(300),
+            Duration::from_secs(30),
+        )
+    }
+
+    fn events(c: &mut MemberCore) -> Vec<MemberEvent> {
+        std::iter::from_fn(|| c.poll_event()).collect()
+    }
+
+    #[test]
+    fn the_identity_is_told_only_when_it_changes() {
+        let mut c = core();
+        c.set_identity(Identity::Outsider);
+        assert!(events(&mut c).is_empty());
+        let member = Identity::classic(GenerationId(3), MemberId::new("m"), None);
+        c.set_identity(member.clone());
+        c.set_identity(member.clone());
+        assert!(matches!(&events(&mut c)[..], [MemberEvent::Identity(i)] if *i == member));
+        // Speaking for nobody is the outsider, whatever the protocol says.
+        let nobody = Identity::classic(GenerationId::UNKNOWN, MemberId::none(), None);
+        assert_eq!(nobody, Identity::Outsider);
+        let kip = Identity::Kip848 {
+            epoch: MemberEpoch(4),
+            member_id: MemberId::new("m"),
+            instance_id: None,
+        };
+        assert_eq!(kip.generation_or_epoch(), 4);
+        assert_eq!(kip.describe_epoch(), "member epoch 4");
+        assert_eq!(member.describe_epoch(), "generation 3");
+    }
+
+    #[test]
+    fn a_problem_is_reported_once_per_streak_and_the_fatal_error_once() {
+        let mut c = core();
+        c.report("x".into(), Error::config("x"));
+        c.report("x".into(), Error::config("x"));
+        assert_eq!(events(&mut c).len(), 1);
+        c.recovered();
+        c.report("x".into(), Error::config("x"));
+        assert_eq!(events(&mut c).len(), 1);
+        assert!(c.fatal(Error::config("stop")));
+        assert!(!c.fatal(Error::config("stop again")));
+        assert!(matches!(
+            &events(&mut c)[..],
+            [MemberEvent::Error { fatal: true, .. }]
+        ));
+        assert!(c.refuses_subscription());
+    }
+
+    #[test]
+    fn the_poll_interval_expires_once_and_stays_expired_until_the_next_poll() {
+        let clock = Clock::new();
+        let mut c = core();
+        let t0 = clock.now();
+        c.user_polled(t0);
+        let due = t0 + Duration::from_secs(300);
+        assert_eq!(c.deadlines(t0, true).next(), Some(due));
+        assert_eq!(
+            c.deadlines(t0, false).next(),
+            None,
+            "only for an active member"
+        );
+        assert!(!c.check_poll_interval(due - Duration::from_millis(1), true));
+        assert!(!c.check_poll_interval(due, false));
+        assert!(c.check_poll_interval(due, true));
+        assert!(c.poll_expired());
+        assert!(!c.check_poll_interval(due, true), "once");
+        assert_eq!(c.deadlines(due, true).next(), None);
+        assert!(!c.user_polled(due), "a poll at the expiry is not after it");
+        assert!(c.user_polled(due + Duration::from_millis(1)));
+        assert!(!c.poll_expired());
+    }
+
+    #[test]
+    fn a_leave_not_sent_by_its_deadline_ends_with_left_only_for_the_user() {
+        let clock = Clock::new();
+        let now = clock.now();
+        for for_user in [true, false] {
+            let mut c = core();
+            c.start_leave(MemberId::new("m"), "test", for_user, now);
+            let deadline = now + Duration::from_secs(30);
+            assert_eq!(c.deadlines(now, false).next(), Some(deadline));
+            assert!(matches!(
+                c.check_leave_deadline(deadline - Duration::from_millis(1)),
+                LeavePoll::Idle
+            ));
+            let LeavePoll::Ended(job) = c.check_leave_deadline(deadline) else {
+                panic!("the leave is over");
+            };
+            assert_eq!((job.member_id.as_str(), job.for_user), ("m", for_user));
+            assert!(c.leave_job().is_none());
+            let left = events(&mut c)
+                .iter()
+                .any(|e| matches!(e, MemberEvent::Left));
+            assert_eq!(left, for_user);
+        }
+    }
+
+    #[test]
+    fn deadlines_never_name_a_passed_instant() {
+        let clock = Clock::new();
+        let now = clock.now();
+        let mut d = Deadlines::new(now);
+        d.at(now);
+        d.maybe(None);
+        assert_eq!(d.next(), None);
+        let mut d = Deadlines::new(now);
+        d.at(now + Duration::from_secs(2));
+        d.at(now + Duration::from_secs(1));
+        assert_eq!(d.next(), Some(now + Duration::from_secs(1)));
+    }
+}
