@@ -62,9 +62,19 @@
 //! 6. Every retry waits: a backoff that grows with consecutive failures, except the first
 //!    retry after MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
 //!    REBALANCE_IN_PROGRESS on SyncGroup (immediate, as in Java; repeats back off).
-//!    [`ClassicMember::poll_timeout`] never names a passed instant, and between heartbeats
-//!    a stable member sleeps.
+//!    `poll_timeout` never names a passed instant, and between heartbeats a stable member
+//!    sleeps.
 //! 7. Fatal is final: the error is emitted once and nothing is sent afterwards.
+//! 8. The state changes only along the diagram's edges ([`MemberState::legal`], checked by
+//!    [`MemberCore::transition`]); any other change is a fatal Protocol error naming
+//!    `from`, `to` and why (invariant 7), never a log line and carry on.
+//!
+//! The states carry what they wait for (the callback and what follows it, the JoinGroup
+//! or SyncGroup in flight, the leader's subscriptions); what every member keeps (group,
+//! ids, events, identity, the LeaveGroup under way, the poll interval) is the
+//! [`MemberCore`]'s. `join.rs` gets the member into a generation (JoinGroup, the leader's
+//! assignment, SyncGroup), `heartbeat.rs` keeps it there; this file is the state machine:
+//! commands, callbacks, resets, leaving.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

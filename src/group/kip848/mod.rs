@@ -38,8 +38,8 @@
 //! Invariants:
 //! 1. At most one regular heartbeat is in flight (a leave may go beside it). Only the
 //!    answer to the heartbeat the member still waits for is applied, and only if it was
-//!    sent since the last rejoin or leave (`joins`): an answer from before is dropped, so a
-//!    late answer never brings back an old epoch.
+//!    sent since the last rejoin or leave (`Heartbeats::joins`): an answer from before is
+//!    dropped, so a late answer never brings back an old epoch.
 //! 2. The epoch is never negative outside a leave heartbeat: a success answer with a
 //!    negative epoch is ignored.
 //! 3. `owned` changes only when a reconciliation completes (after its Assigned callback
@@ -53,14 +53,26 @@
 //! 4. The member owns nothing outside its target plus what awaits revocation: a Revoked
 //!    callback always comes before the Assigned one, and both before `owned` changes.
 //! 5. One reconciliation at a time, and at most one callback outstanding; a newer target
-//!    that arrives meanwhile is reconciled after the running one was acknowledged. A
-//!    reconciliation that a fencing or leave overtook is dropped, and its partitions are
-//!    reported lost instead.
+//!    that arrives meanwhile is reconciled after the running one was acknowledged. The
+//!    running reconciliation lives in the Reconciling state, so one that a fencing or leave
+//!    overtook is dropped with it, and its partitions are reported lost instead.
 //! 6. A topic id the metadata cannot name yet stays in the target, pending: it is neither
 //!    revoked nor taken; the member asks for metadata and reconciles once it is named.
 //! 7. Every retry waits (a growing backoff), and `poll_timeout` never names a passed
 //!    instant; a stable member sleeps between heartbeats.
 //! 8. Fatal is final: the error is emitted once and nothing is sent afterwards.
+//! 9. The state changes only along the diagram's edges ([`MemberState::legal`], checked by
+//!    [`MemberCore::transition`]); any other change is a fatal Protocol error naming
+//!    `from`, `to` and why (invariant 8), never a log line and carry on.
+//!
+//! Where things live, as in the Java client: this file is the membership
+//! (`ConsumerMembershipManager`: states, joining, fencing, leaving); `heartbeat.rs` the
+//! heartbeats (`ConsumerHeartbeatRequestManager`: their schedule, and the full or partial
+//! requests built from what the last ones carried); `reconcile.rs` the reconciliation (what
+//! the member owns and its target, by topic id, and the steps between them). What every
+//! member keeps (group, ids, events, identity, the leave heartbeat under way, which
+//! outlives the Leaving state until it is answered, the poll interval) is the
+//! [`MemberCore`]'s.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,5 +1,9 @@
-//! What a group member (the classic protocol's, and later KIP-848's) and the rest of the
-//! consumer exchange: the subscription it gets, and the events it gives back. Sans-IO.
+//! What a group member (the classic protocol's, `group::classic`, or KIP-848's,
+//! `group::kip848`) and the rest of the consumer exchange: the [`Member`] calls the group
+//! component drives either through, the subscription it gets (`subscription.rs`), and the
+//! events it gives back. What both members keep alike, the [`MemberCore`] (group, request
+//! ids, callback tokens, events, identity, errors, the leave under way, the poll interval)
+//! and the check every state change passes, is in `core.rs`. Sans-IO.
 //!
 //! The member runs on the I/O thread but never changes what is fetched itself: every
 //! change of the assignment goes to the user thread as a [`MemberEvent::Callback`], where
