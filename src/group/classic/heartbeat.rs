@@ -2,9 +2,7 @@
 //! `heartbeat.interval.ms` on the group lane while the member has a valid generation and no
 //! JoinGroup is in flight, and what their answers mean for the generation.
 
-use std::time::Instant;
-
-use super::{ClassicMember, State};
+use super::{ClassicMember, Instant, State};
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{member_transmit, MemberState};

@@ -5,8 +5,7 @@
 //! member's Reconciling state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use super::{Kip848Member, State, Then};
 use crate::cluster::Cluster;

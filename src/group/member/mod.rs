@@ -17,8 +17,7 @@
 //! 2. `owned` of each callback is exactly the member's assignment once the callback
 //!    returned: the user thread makes it the fetched set.
 
-use std::fmt;
-use std::time::Instant;
+use std::{fmt, time::Instant};
 
 use crate::cluster::Cluster;
 use crate::error::Error;
