@@ -1,11 +1,15 @@
 //! Small types shared by every layer: the topic-partition, where to start a partition
 //! without a position ([`OffsetReset`], set by the configuration and followed by the
-//! fetcher), and newtypes for the integers that mean different things (a broker's node id,
-//! a partition's leader epoch, the epoch of a position, a request's correlation id). Mixing
+//! fetcher), newtypes for the integers and strings that mean different things (a broker's
+//! node id, a partition's leader epoch, the epoch of a position, a request's correlation
+//! id, a classic group's generation, a KIP-848 member epoch, a member id), and who commits
+//! speak for ([`Identity`]). Mixing
 //! them up is a compile error.
 
 use std::fmt;
 use std::sync::Arc;
+
+use crate::protocol::api::consumer_group_heartbeat as cghb;
 
 /// A topic name and a partition number.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,5 +109,208 @@ impl CorrelationId {
     /// The id after this one: positive, wrapping to 1.
     pub fn next(self) -> CorrelationId {
         CorrelationId(self.0.wrapping_add(1).max(1))
+    }
+}
+
+/// A classic group's generation (JoinGroup's `GenerationId`): bumped by the coordinator at
+/// every rebalance. [`GenerationId::UNKNOWN`] (-1) while the member is not in a generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct GenerationId(pub i32);
+
+impl GenerationId {
+    /// Not in a generation (the wire's -1).
+    pub const UNKNOWN: GenerationId = GenerationId(-1);
+
+    /// Whether it names a generation.
+    pub fn is_known(self) -> bool {
+        self != GenerationId::UNKNOWN
+    }
+}
+
+impl fmt::Display for GenerationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A KIP-848 member epoch (ConsumerGroupHeartbeat's `MemberEpoch`): positive once the
+/// coordinator counts the member in the group; [`MemberEpoch::JOIN`] (0) asks to join,
+/// [`MemberEpoch::LEAVE`] (-1) and [`MemberEpoch::LEAVE_STATIC`] (-2) leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct MemberEpoch(pub i32);
+
+impl MemberEpoch {
+    /// Joins the group (or rejoins after a fencing).
+    pub const JOIN: MemberEpoch = MemberEpoch(cghb::JOIN_GROUP_MEMBER_EPOCH);
+    /// Leaves the group.
+    pub const LEAVE: MemberEpoch = MemberEpoch(cghb::LEAVE_GROUP_MEMBER_EPOCH);
+    /// A static member leaves, and its instance id keeps its assignment for the session
+    /// timeout.
+    pub const LEAVE_STATIC: MemberEpoch = MemberEpoch(cghb::LEAVE_GROUP_STATIC_MEMBER_EPOCH);
+
+    /// Whether the coordinator counts the member in the group at this epoch.
+    pub fn in_group(self) -> bool {
+        self.0 > 0
+    }
+}
+
+impl fmt::Display for MemberEpoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A group member's id: the coordinator's (classic, and KIP-848 before v1) or one the
+/// member made itself (KIP-848 v1, KIP-1082). Empty while the member has none.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct MemberId(String);
+
+impl MemberId {
+    /// The id `id` (empty: none).
+    pub fn new(id: impl Into<String>) -> MemberId {
+        MemberId(id.into())
+    }
+
+    /// No id yet.
+    pub fn none() -> MemberId {
+        MemberId(String::new())
+    }
+
+    /// Whether the member has no id.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The id as the wire carries it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl PartialEq<str> for MemberId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for MemberId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// Who commits (and offset fetches) speak for: the consumer outside any group, or a member
+/// of a classic or of a KIP-848 group. The group member hands it to the commit component
+/// (and the user side, for `group_metadata`) whenever it changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Identity {
+    /// Not a member (manual assignment, or before joining): commits go as generation -1
+    /// with no member id, which the broker accepts while the group has no members.
+    Outsider,
+    /// A member of a classic group: its generation ([`GenerationId::UNKNOWN`] between
+    /// generations) and member id.
+    Classic {
+        generation: GenerationId,
+        member_id: MemberId,
+        instance_id: Option<String>,
+    },
+    /// A member of a KIP-848 group: its epoch (-1 while it has none), which commits carry
+    /// where classic ones carry the generation, and its member id, which offset fetches
+    /// carry too; STALE_MEMBER_EPOCH means the epoch moved on.
+    Kip848 {
+        epoch: MemberEpoch,
+        member_id: MemberId,
+        instance_id: Option<String>,
+    },
+}
+
+impl Identity {
+    /// A classic member's identity. One with no generation, no member id and no instance id
+    /// speaks for nobody: that is the outsider.
+    pub fn classic(
+        generation: GenerationId,
+        member_id: MemberId,
+        instance_id: Option<String>,
+    ) -> Identity {
+        if !generation.is_known() && member_id.is_empty() && instance_id.is_none() {
+            Identity::Outsider
+        } else {
+            Identity::Classic {
+                generation,
+                member_id,
+                instance_id,
+            }
+        }
+    }
+
+    /// What OffsetCommit's `GenerationIdOrMemberEpoch` carries: the generation, the member
+    /// epoch, or -1.
+    pub fn generation_or_epoch(&self) -> i32 {
+        match self {
+            Identity::Outsider => -1,
+            Identity::Classic { generation, .. } => generation.0,
+            Identity::Kip848 { epoch, .. } => epoch.0,
+        }
+    }
+
+    /// Whether it speaks for a member of a generation (or with an epoch): commits are then
+    /// checked against the group's current one.
+    pub fn in_group(&self) -> bool {
+        self.generation_or_epoch() >= 0
+    }
+
+    /// The member id (empty for the outsider).
+    pub fn member_id(&self) -> &str {
+        match self {
+            Identity::Outsider => "",
+            Identity::Classic { member_id, .. } | Identity::Kip848 { member_id, .. } => {
+                member_id.as_str()
+            }
+        }
+    }
+
+    /// `group.instance.id` (static membership).
+    pub fn instance_id(&self) -> Option<&str> {
+        match self {
+            Identity::Outsider => None,
+            Identity::Classic { instance_id, .. } | Identity::Kip848 { instance_id, .. } => {
+                instance_id.as_deref()
+            }
+        }
+    }
+
+    /// Whether it is a KIP-848 member's.
+    pub fn is_kip848(&self) -> bool {
+        matches!(self, Identity::Kip848 { .. })
+    }
+
+    /// A KIP-848 member in the group: its member id and epoch, which offset fetches carry.
+    pub fn kip848_member(&self) -> Option<(&MemberId, MemberEpoch)> {
+        match self {
+            Identity::Kip848 {
+                epoch, member_id, ..
+            } if epoch.0 >= 0 && !member_id.is_empty() => Some((member_id, *epoch)),
+            _ => None,
+        }
+    }
+
+    /// The generation or epoch as error messages name it.
+    pub fn describe_epoch(&self) -> String {
+        match self {
+            Identity::Kip848 { epoch, .. } => format!("member epoch {epoch}"),
+            _ => format!("generation {}", self.generation_or_epoch()),
+        }
     }
 }

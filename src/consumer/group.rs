@@ -23,11 +23,10 @@ use std::time::{Duration, Instant};
 
 use crate::consumer::Consumer;
 use crate::error::{Error, ErrorKind, Result};
-use crate::group::commit::Identity;
 use crate::group::member::{CallbackKind, CallbackToken, Subscription, TopicPattern};
 use crate::io::Command;
 use crate::listener::{GroupMetadata, RebalanceListener};
-use crate::types::TopicPartition;
+use crate::types::{Identity, TopicPartition};
 
 /// A rebalance callback the member waits for.
 pub(crate) struct PendingCallback {
@@ -212,16 +211,16 @@ impl Consumer {
     pub fn group_metadata(&mut self) -> Option<GroupMetadata> {
         self.drain();
         let group_id = self.cfg.group_id.clone()?;
-        let id = self
-            .group
-            .identity
-            .clone()
-            .unwrap_or_else(Identity::outsider);
+        let id = self.group.identity.clone().unwrap_or(Identity::Outsider);
         Some(GroupMetadata {
             group_id,
-            generation_id: id.generation,
-            member_id: id.member_id,
-            group_instance_id: self.cfg.group_instance_id.clone().or(id.instance_id),
+            generation_id: id.generation_or_epoch(),
+            member_id: id.member_id().to_owned(),
+            group_instance_id: self
+                .cfg
+                .group_instance_id
+                .clone()
+                .or_else(|| id.instance_id().map(str::to_owned)),
         })
     }
 
@@ -416,11 +415,7 @@ impl Consumer {
         self.drain();
         let pending = self.run_rebalances();
         let owned = self.assignment.clone();
-        let in_generation = self
-            .group
-            .identity
-            .as_ref()
-            .is_some_and(|id| id.generation >= 0);
+        let in_generation = self.group.identity.as_ref().is_some_and(Identity::in_group);
         let callback = if in_generation {
             self.auto_commit_sync("before leaving the group");
             self.call_listener(CallbackKind::Revoked, &owned)

@@ -53,7 +53,7 @@ use crate::protocol::api::offset_commit::{
 };
 use crate::protocol::api::offset_fetch::{OffsetFetchRequest, NO_OFFSET};
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
+use crate::types::{Identity, LeaderEpoch, PositionEpoch, TopicPartition};
 
 /// An offset to commit, or one that was committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,30 +85,6 @@ pub(crate) enum CommitEvent {
     },
     /// A problem the application should hear about (the fetcher's lookups have no caller).
     Error(Error),
-}
-
-/// Who the commits come from: generation (or member epoch), member id, instance id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Identity {
-    pub generation: i32,
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    /// The member speaks the KIP-848 consumer protocol: `generation` is its member epoch,
-    /// offset fetches carry the member id and epoch, and STALE_MEMBER_EPOCH means the
-    /// epoch moved on (see `Commits`).
-    pub consumer_protocol: bool,
-}
-
-impl Identity {
-    /// A consumer outside the group (manual assignment).
-    pub fn outsider() -> Identity {
-        Identity {
-            generation: -1,
-            member_id: String::new(),
-            instance_id: None,
-            consumer_protocol: false,
-        }
-    }
 }
 
 /// What the commit component needs from the configuration.
@@ -188,7 +164,7 @@ impl Commits {
     pub fn new(cfg: CommitConfig, jitter: Box<dyn Jitter + Send>) -> Commits {
         Commits {
             cfg,
-            identity: Identity::outsider(),
+            identity: Identity::Outsider,
             owned: None,
             commits: VecDeque::new(),
             fetches: Vec::new(),
@@ -402,21 +378,21 @@ impl Commits {
         }
         // A consumer-protocol member names itself (v9+); the broker then checks that its
         // epoch is current (invariant 5). Others (classic members, outsiders) send null / -1.
-        let who = &self.identity;
-        let as_member = v >= MEMBER_FETCH_VERSION
-            && who.consumer_protocol
-            && who.generation >= 0
-            && !who.member_id.is_empty();
-        if as_member {
+        let as_member = self
+            .identity
+            .kip848_member()
+            .filter(|_| v >= MEMBER_FETCH_VERSION);
+        if let Some((member_id, epoch)) = as_member {
             if let Some(g) = req.groups.first_mut() {
-                g.member_id = Some(who.member_id.clone());
-                g.member_epoch = who.generation;
+                g.member_id = Some(member_id.as_str().to_owned());
+                g.member_epoch = epoch.0;
             }
         }
+        let as_member = as_member.map(|(_, epoch)| epoch.0);
         let rid = self.next_req;
         self.next_req += 1;
         job.in_flight = Some(rid);
-        job.sent_member_epoch = as_member.then_some(who.generation);
+        job.sent_member_epoch = as_member;
         self.sent.insert(rid, Sent::Fetch { route });
         Some(Transmit::new(
             route,
@@ -590,7 +566,7 @@ impl Commits {
                     retriable = Some(code);
                 }
                 // The member epoch moved on: the safe retry of invariant 6.
-                ErrorCode::STALE_MEMBER_EPOCH if sent_as.consumer_protocol => stale = true,
+                ErrorCode::STALE_MEMBER_EPOCH if sent_as.is_kip848() => stale = true,
                 c if c.is_retriable() => retriable = retriable.or(Some(c)),
                 c => {
                     failed.get_or_insert((tp.clone(), c));
@@ -621,8 +597,8 @@ impl Commits {
             }
             log::info!(
                 "group {group}: commit refused with STALE_MEMBER_EPOCH at member epoch {} of member {}; retrying {} partitions with the current epoch{}",
-                sent_as.generation,
-                sent_as.member_id,
+                sent_as.generation_or_epoch(),
+                sent_as.member_id(),
                 job.offsets.len(),
                 if dropped.is_empty() {
                     String::new()
@@ -645,7 +621,7 @@ impl Commits {
             let why = format!(
                 "OffsetCommit: {} (member epoch {} is no longer current)",
                 ErrorCode::STALE_MEMBER_EPOCH,
-                sent_as.generation
+                sent_as.generation_or_epoch()
             );
             self.retry_request(rid, why, now);
             return;
@@ -966,9 +942,9 @@ fn commit_request(
     }
     OffsetCommitRequest {
         group_id: group.to_owned(),
-        generation_id_or_member_epoch: who.generation,
-        member_id: who.member_id.clone(),
-        group_instance_id: who.instance_id.clone(),
+        generation_id_or_member_epoch: who.generation_or_epoch(),
+        member_id: who.member_id().to_owned(),
+        group_instance_id: who.instance_id().map(str::to_owned),
         retention_time_ms: -1,
         topics,
     }
@@ -977,13 +953,9 @@ fn commit_request(
 /// The error for a commit the broker refused for good, sent as `identity`. Refusals that
 /// say the consumer is not (or no longer) the member it spoke as are `CommitFailed`.
 fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: ErrorCode) -> Error {
-    let member = identity.generation >= 0;
+    let member = identity.in_group();
     // What the number in the request is: the classic generation or the KIP-848 member epoch.
-    let epoch = if identity.consumer_protocol {
-        format!("member epoch {}", identity.generation)
-    } else {
-        format!("generation {}", identity.generation)
-    };
+    let epoch = identity.describe_epoch();
     let (kind, text) = match code {
         ErrorCode::REBALANCE_IN_PROGRESS if member => (
             ErrorKind::CommitFailed,
@@ -991,11 +963,11 @@ fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: Err
                 "the commit was refused: group {group} is rebalancing, and its partitions may move; commit in RebalanceListener::on_partitions_revoked (the consumer then still owns them), or after the rebalance with the next poll"
             ),
         ),
-        ErrorCode::UNKNOWN_MEMBER_ID if member && identity.consumer_protocol => (
+        ErrorCode::UNKNOWN_MEMBER_ID if member && identity.is_kip848() => (
             ErrorKind::CommitFailed,
             format!(
                 "the commit was refused: this consumer is no longer a member of group {group} (it spoke as member {} in {epoch}); the coordinator fenced or removed it (a missed session, group.consumer.session.timeout.ms on the broker, or max.poll.interval.ms), its partitions may belong to another member now, and the next poll rejoins",
-                identity.member_id
+                identity.member_id()
             ),
         ),
         // The coordinator checks the member id first: this consumer is still a member, and
@@ -1032,7 +1004,7 @@ fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: Err
             ErrorKind::CommitFailed,
             format!(
                 "the commit was refused: another consumer with the same group.instance.id ({}) joined group {group} and fenced this one, which must stop; give every consumer its own group.instance.id",
-                identity.instance_id.as_deref().unwrap_or("none")
+                identity.instance_id().unwrap_or("none")
             ),
         ),
         ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION | ErrorCode::REBALANCE_IN_PROGRESS => (

@@ -13,6 +13,7 @@ use crate::protocol::api::Api;
 use crate::sim::{
     self, group_route, known_cluster, malformed, ms, request, response, tp, Net, SimBroker,
 };
+use crate::types::{GenerationId, MemberEpoch, MemberId};
 
 /// Commit settings: `request.timeout.ms` 30 s, the tests' retry backoff, and no
 /// `require_stable`.
@@ -429,12 +430,11 @@ fn a_member_s_commit_refused_by_a_rebalance_or_a_lost_membership_says_what_happe
         (ErrorCode::UNKNOWN_MEMBER_ID, "no longer a member"),
     ] {
         let mut r = Rig::new();
-        r.commits.set_identity(Identity {
-            generation: 4,
-            member_id: "m-1".into(),
-            instance_id: None,
-            consumer_protocol: false,
-        });
+        r.commits.set_identity(Identity::classic(
+            GenerationId(4),
+            MemberId::new("m-1"),
+            None,
+        ));
         r.commit(1, &[(tp("t", 0), 10)], secs(30));
         let t = r.send();
         let req = request::<OffsetCommitRequest>(&t);
@@ -948,11 +948,10 @@ fn poll_timeout_only_returns_future_instants() {
 
 /// A consumer-protocol member at member epoch `epoch`.
 fn member_at(epoch: i32) -> Identity {
-    Identity {
-        generation: epoch,
-        member_id: "m-1".into(),
+    Identity::Kip848 {
+        epoch: MemberEpoch(epoch),
+        member_id: MemberId::new("m-1"),
         instance_id: None,
-        consumer_protocol: true,
     }
 }
 
@@ -968,27 +967,19 @@ fn fetch_asker(t: &Transmit) -> (Option<String>, i32) {
 
 #[test]
 fn a_consumer_protocol_member_names_itself_in_offset_fetch_v9_and_no_one_else_does() {
-    let classic = Identity {
-        generation: 4,
-        member_id: "m-1".into(),
+    let classic = Identity::classic(GenerationId(4), MemberId::new("m-1"), None);
+    let joining = Identity::Kip848 {
+        epoch: MemberEpoch(0),
+        member_id: MemberId::none(),
         instance_id: None,
-        consumer_protocol: false,
     };
-    let joining = Identity {
-        generation: 0,
-        member_id: String::new(),
-        ..member_at(0)
-    };
-    let left = Identity {
-        generation: -1,
-        ..member_at(0)
-    };
+    let left = member_at(-1);
     for (who, v, want) in [
         (member_at(7), 9, (Some("m-1".to_owned()), 7)),
         (member_at(7), 8, (None, -1)),
         (member_at(7), 7, (None, -1)),
         (classic, 9, (None, -1)),
-        (Identity::outsider(), 9, (None, -1)),
+        (Identity::Outsider, 9, (None, -1)),
         (joining, 9, (None, -1)),
         (left, 9, (None, -1)),
     ] {
@@ -1271,13 +1262,8 @@ fn a_stale_commit_that_stays_stale_times_out_at_its_deadline_saying_why() {
 
 #[test]
 fn stale_member_epoch_fails_a_commit_that_does_not_speak_the_consumer_protocol() {
-    let classic = Identity {
-        generation: 4,
-        member_id: "m-1".into(),
-        instance_id: None,
-        consumer_protocol: false,
-    };
-    for who in [classic, Identity::outsider()] {
+    let classic = Identity::classic(GenerationId(4), MemberId::new("m-1"), None);
+    for who in [classic, Identity::Outsider] {
         let mut r = Rig::new();
         r.commits.set_identity(who.clone());
         r.commit(1, &[(tp("t", 0), 10)], secs(30));
@@ -1295,7 +1281,8 @@ fn stale_member_epoch_fails_a_commit_that_does_not_speak_the_consumer_protocol()
         assert_eq!(e.kafka_code(), Some(ErrorCode::STALE_MEMBER_EPOCH.code()));
         let msg = e.to_string();
         assert!(
-            msg.contains(&format!("generation {}", who.generation)) && msg.contains("group g"),
+            msg.contains(&format!("generation {}", who.generation_or_epoch()))
+                && msg.contains("group g"),
             "{msg}"
         );
         assert!(r.round().is_empty(), "not retried");
@@ -1310,9 +1297,10 @@ fn a_consumer_protocol_member_s_refused_commit_speaks_of_its_member_epoch() {
         (ErrorCode::FENCED_INSTANCE_ID, "group.instance.id (i-1)"),
     ] {
         let mut r = Rig::new();
-        r.commits.set_identity(Identity {
+        r.commits.set_identity(Identity::Kip848 {
+            epoch: MemberEpoch(7),
+            member_id: MemberId::new("m-1"),
             instance_id: Some("i-1".into()),
-            ..member_at(7)
         });
         r.commit(1, &[(tp("t", 0), 10)], secs(30));
         let t = r.send();

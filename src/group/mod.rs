@@ -29,8 +29,8 @@
 pub mod assignor;
 pub mod classic;
 pub mod commit;
-pub mod consumer;
 pub mod coordinator;
+pub mod kip848;
 pub mod member;
 
 use std::collections::VecDeque;
@@ -41,14 +41,12 @@ use crate::cluster::{Cluster, Interest};
 use crate::error::{Error, Result};
 use crate::fetch::fetcher::SeekTo;
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
-use crate::types::{PositionEpoch, TopicPartition};
+use crate::types::{Identity, PositionEpoch, TopicPartition};
 
 use self::classic::{ClassicConfig, ClassicMember};
-use self::commit::{
-    CommitConfig, CommitEvent, Commits, Committed, CommittedResult, FoundPosition, Identity,
-};
-use self::consumer::{ConsumerMember, ConsumerMemberConfig};
+use self::commit::{CommitConfig, CommitEvent, Commits, Committed, CommittedResult, FoundPosition};
 use self::coordinator::Coordinator;
+use self::kip848::{Kip848Config, Kip848Member};
 use self::member::{CallbackKind, CallbackToken, Member, MemberEvent, Subscription};
 
 /// A partition the fetcher is to read, with its position epoch and where to start.
@@ -281,8 +279,8 @@ impl Group {
             ProtocolConfig::Kip848 {
                 remote_assignor,
                 member_id_seed,
-            } => Box::new(ConsumerMember::new(
-                ConsumerMemberConfig {
+            } => Box::new(Kip848Member::new(
+                Kip848Config {
                     instance_id: cfg.instance_id.clone(),
                     max_poll_interval: cfg.max_poll_interval,
                     remote_assignor: remote_assignor.clone(),
@@ -469,7 +467,7 @@ impl Group {
                 MemberEvent::Left => {
                     if self.subscription.is_none() {
                         self.release_interest = true;
-                        self.commits.set_identity(Identity::outsider());
+                        self.commits.set_identity(Identity::Outsider);
                     }
                     GroupEvent::Left
                 }

@@ -18,9 +18,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::chunk::Chunk;
 use crate::fetch::fetcher::SeekTo;
 use crate::fetch::lookup::LookupResult;
-use crate::group::commit::{Committed, CommittedResult, Identity};
+use crate::group::commit::{Committed, CommittedResult};
 use crate::group::member::{CallbackKind, CallbackToken, Subscription};
-use crate::types::{PositionEpoch, TopicPartition};
+use crate::types::{Identity, PositionEpoch, TopicPartition};
 
 /// What the user side asks of the I/O thread.
 pub(crate) enum Command {

@@ -1,19 +1,26 @@
 //! Deterministic tests of the classic group member: simulated clock, links and brokers
 //! (`crate::sim`), a simulated classic group coordinator that runs the real group protocol
-//! for several members (`classic_sim`), and a simulated user thread per member that answers
+//! for several members (`sim`), and a simulated user thread per member that answers
 //! its callbacks (at once, after a delay, or when the test says).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use super::classic_sim::{reply, GroupState, Held, Reply, SimGroup};
+use super::join::{from_wire, to_wire};
+use super::sim::{reply, GroupState, Held, Reply, SimGroup};
 use super::*;
 use crate::backoff::XorShift;
 use crate::group::assignor::{CooperativeSticky, Range, RoundRobin};
-use crate::link::{Peer, Versions};
+use crate::link::{Lane, Peer, Versions};
 use crate::protocol::api::heartbeat::HeartbeatResponse;
+use crate::protocol::api::join_group::JoinGroupResponse;
 use crate::protocol::api::leave_group::LeaveGroupResponse;
+use crate::protocol::api::sync_group::SyncGroupResponse;
 use crate::protocol::api::Api;
+use crate::protocol::consumer_protocol::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+};
+use crate::protocol::message::Bytes;
 use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
 use crate::types::NodeId;
 
@@ -759,11 +766,11 @@ fn a_single_member_joins_leads_with_range_and_then_only_heartbeats_at_the_interv
     let ids: Vec<(i32, &str)> = c
         .identities
         .iter()
-        .map(|i| (i.generation, i.member_id.as_str()))
+        .map(|i| (i.generation_or_epoch(), i.member_id()))
         .collect();
     assert_eq!(ids, vec![(-1, "c0-001"), (1, "c0-001")]);
     assert_eq!(c.kind(), Kind::Stable);
-    assert_eq!(c.member.identity().generation, 1);
+    assert_eq!(c.member.identity().generation_or_epoch(), 1);
     assert!(c.errors.is_empty(), "{:?}", c.errors);
     assert_eq!(
         c.member.poll_timeout(r.now()),
@@ -831,7 +838,7 @@ fn three_members_with_range_revoke_everything_before_each_rebalance_and_share_th
     assert_eq!(gens, vec![(1, 1), (2, 2), (3, 3)]);
     assert!(r.group.completed.iter().all(|c| c.leader == "c0-001"));
     for c in &r.clients {
-        assert_eq!(c.member.identity().generation, 3);
+        assert_eq!(c.member.identity().generation_or_epoch(), 3);
     }
 }
 
@@ -1053,7 +1060,7 @@ fn join_unknown_member_id_loses_the_partitions_and_rejoins_with_an_empty_member_
         &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![])
     );
     let last = c.identities.last().unwrap();
-    assert_eq!((last.generation, last.member_id.as_str()), (-1, ""));
+    assert_eq!((last.generation_or_epoch(), last.member_id()), (-1, ""));
     assert!(c.errors.is_empty());
 }
 
@@ -1143,7 +1150,7 @@ fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     assert!(
         c.identities
             .last()
-            .is_none_or(|id| *id == Identity::outsider()),
+            .is_none_or(|id| *id == Identity::Outsider),
         "{code}: commits no longer speak for the member: {:?}",
         c.identities
     );
@@ -1273,8 +1280,8 @@ fn sync_unknown_member_id_and_illegal_generation_lose_the_partitions() {
             &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![]),
             "{code}: lost, not revoked"
         );
-        assert_eq!(c.member.identity().generation, -1);
-        assert_eq!(c.member.identity().member_id, member_after);
+        assert_eq!(c.member.identity().generation_or_epoch(), -1);
+        assert_eq!(c.member.identity().member_id(), member_after);
     }
 }
 
@@ -1467,7 +1474,7 @@ fn heartbeat_rebalance_in_progress_keeps_the_partitions_when_cooperative() {
     assert_eq!(r.clients[0].callbacks.len(), 1, "no callback");
     assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1, 2]));
     assert_eq!(
-        r.clients[0].member.identity().generation,
+        r.clients[0].member.identity().generation_or_epoch(),
         1,
         "still valid for commits"
     );
@@ -1480,7 +1487,7 @@ fn heartbeat_rebalance_in_progress_keeps_the_partitions_when_cooperative() {
         &(CallbackKind::Assigned, vec![], tps("t", &[0, 1, 2])),
         "nothing new, nothing revoked"
     );
-    assert_eq!(c.member.identity().generation, 2);
+    assert_eq!(c.member.identity().generation_or_epoch(), 2);
 }
 
 #[test]
@@ -1505,12 +1512,7 @@ fn heartbeat_unknown_member_id_and_illegal_generation_lose_the_partitions() {
             );
             assert_eq!(
                 c.identities.last().unwrap(),
-                &Identity {
-                    generation: -1,
-                    member_id: member_after.to_owned(),
-                    instance_id: None,
-                    consumer_protocol: false,
-                }
+                &Identity::classic(GenerationId::UNKNOWN, MemberId::new(member_after), None,)
             );
         }
     }
@@ -1601,8 +1603,8 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
     member.heartbeat = Some(HeartbeatSent {
         id: 999,
         route: hb2.route,
-        generation: 1,
-        member_id: "c0-001".into(),
+        generation: GenerationId(1),
+        member_id: MemberId::new("c0-001"),
     });
     r.clients[0].in_flight.insert(999, hb2.route);
     r.replies.push(Reply {
@@ -1612,7 +1614,7 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
     r.settle();
     let c = &r.clients[0];
     assert_eq!(c.kind(), Kind::Stable);
-    assert_eq!(c.member.identity().generation, 2);
+    assert_eq!(c.member.identity().generation_or_epoch(), 2);
     assert!(c.callbacks.iter().all(|(k, _, _)| *k != CallbackKind::Lost));
 }
 
@@ -1639,8 +1641,8 @@ fn an_expired_poll_interval_leaves_the_group_loses_the_partitions_and_waits_for_
         &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![])
     );
     assert_eq!(c.sent.last().unwrap().0, LeaveGroupRequest::KEY);
-    assert_eq!(c.member.identity().generation, -1);
-    assert_eq!(c.member.identity().member_id, "");
+    assert_eq!(c.member.identity().generation_or_epoch(), -1);
+    assert_eq!(c.member.identity().member_id(), "");
     assert_eq!(
         r.group.state,
         GroupState::Empty,
@@ -1657,7 +1659,7 @@ fn an_expired_poll_interval_leaves_the_group_loses_the_partitions_and_waits_for_
     r.run_until(secs(5), Rig::all_stable);
     let c = &r.clients[0];
     assert_eq!(c.member.owned(), tps("t", &[0, 1, 2]));
-    assert_eq!(c.member.identity().member_id, "c0-002");
+    assert_eq!(c.member.identity().member_id(), "c0-002");
 }
 
 #[test]
@@ -1702,9 +1704,9 @@ fn a_static_member_does_not_send_leave_group_when_its_poll_interval_expires() {
     let last = c.identities.last().unwrap();
     assert_eq!(
         (
-            last.generation,
-            last.member_id.as_str(),
-            last.instance_id.as_deref()
+            last.generation_or_epoch(),
+            last.member_id(),
+            last.instance_id()
         ),
         (-1, "", Some("host-a"))
     );
@@ -1733,7 +1735,7 @@ fn the_session_is_lost_while_the_coordinator_is_unreachable() {
         c.callbacks.last().unwrap(),
         &(CallbackKind::Lost, tps("t", &[0, 1, 2]), vec![])
     );
-    assert_eq!(c.member.identity().generation, -1);
+    assert_eq!(c.member.identity().generation_or_epoch(), -1);
     assert_eq!(c.sent.len(), sent, "nothing could go out");
     let finding = c.finds - finds;
     assert!(
@@ -1746,7 +1748,7 @@ fn the_session_is_lost_while_the_coordinator_is_unreachable() {
     r.run_until(secs(10), Rig::all_stable);
     let c = &r.clients[0];
     assert_eq!(c.member.owned(), tps("t", &[0, 1, 2]));
-    assert_ne!(c.member.identity().member_id, "c0-001");
+    assert_ne!(c.member.identity().member_id(), "c0-001");
 }
 
 // ----- static membership, leaderless groups ---------------------------------------------
@@ -1763,7 +1765,7 @@ fn static_members_skip_member_id_required_do_not_leave_and_return_without_a_reba
         1,
         "no MEMBER_ID_REQUIRED step"
     );
-    assert_eq!(r.clients[0].member.identity().member_id, "host-a-001");
+    assert_eq!(r.clients[0].member.identity().member_id(), "host-a-001");
     r.subscribe(1, &["t"]);
     r.run_until(secs(10), Rig::all_stable);
     let a_owned = r.clients[0].member.owned();
@@ -1774,7 +1776,7 @@ fn static_members_skip_member_id_required_do_not_leave_and_return_without_a_reba
     r.leave(0);
     let c = &r.clients[0];
     assert_eq!(c.lefts, 1);
-    assert_eq!(c.identities.last().unwrap(), &Identity::outsider());
+    assert_eq!(c.identities.last().unwrap(), &Identity::Outsider);
     r.run_for(secs(1));
     assert!(r.clients[0].sent_of(LeaveGroupRequest::KEY).is_empty());
     r.clients[0].alive = false;
@@ -1859,7 +1861,7 @@ fn in_a_leaderless_group_the_assignment_comes_from_sync_group() {
         c.callbacks,
         vec![(CallbackKind::Assigned, tps("t", &[0, 2]), tps("t", &[0, 2]))]
     );
-    assert_eq!(c.member.identity().generation, 7);
+    assert_eq!(c.member.identity().generation_or_epoch(), 7);
     // The server asks for a rejoin: the owned partitions travel with it.
     let j = rebalance(&mut r);
     let (req, sub) = subscription_of(&j);
@@ -1946,7 +1948,7 @@ fn leave_while_a_join_is_in_flight_sends_leave_group_and_drops_the_join_answer()
     r.pass(0, &l);
     let c = &r.clients[0];
     assert_eq!(c.lefts, 1);
-    assert_eq!(c.identities.last().unwrap(), &Identity::outsider());
+    assert_eq!(c.identities.last().unwrap(), &Identity::Outsider);
     assert_eq!(c.kind(), Kind::Unsubscribed);
     assert_eq!(c.member.poll_timeout(r.now()), None);
 }
@@ -2129,6 +2131,7 @@ fn churn_with_range_never_gives_a_partition_two_owners() {
 
 #[test]
 fn the_transition_table_matches_the_diagram() {
+    let legal = State::legal;
     use Kind::*;
     let all = [
         Unsubscribed,
@@ -2158,6 +2161,42 @@ fn the_transition_table_matches_the_diagram() {
 }
 
 #[test]
+fn an_illegal_transition_stops_the_member_with_one_protocol_error() {
+    let mut m = ClassicMember::new(config(range()), sim::jitter(1));
+    m.core.expect_illegal = true;
+    m.transition(State::Stable, "forced by the test");
+    assert!(m.is_fatal());
+    let events: Vec<MemberEvent> = std::iter::from_fn(|| m.poll_event()).collect();
+    let [MemberEvent::Error { error, fatal: true }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(error.kind(), crate::error::ErrorKind::Protocol);
+    let msg = error.to_string();
+    assert!(
+        msg.contains("illegal member transition Unsubscribed -> Stable (forced by the test)"),
+        "{msg}"
+    );
+    // Fatal is final: another illegal step changes nothing and emits nothing.
+    m.transition(State::NeedJoin, "again");
+    assert!(m.is_fatal());
+    assert!(m.poll_event().is_none());
+    // And a stopped member refuses a new subscription (the consumer replaces it).
+    m.subscribe(
+        Subscription::Topics(["t".to_owned()].into()),
+        Clock::new().now(),
+    );
+    assert!(m.is_fatal());
+    assert!(m.poll_event().is_none());
+}
+
+#[test]
+#[should_panic(expected = "illegal member transition Unsubscribed -> Stable")]
+fn an_illegal_transition_fails_the_test_that_takes_it() {
+    let mut m = ClassicMember::new(config(range()), sim::jitter(1));
+    m.transition(State::Stable, "a bug");
+}
+
+#[test]
 fn partitions_round_trip_through_the_consumer_protocol_form() {
     let set: BTreeSet<TopicPartition> = [tp("b", 1), tp("a", 2), tp("a", 0)].into_iter().collect();
     let wire = to_wire(&set);
@@ -2175,7 +2214,12 @@ fn join_group_carries_the_rack_the_instance_id_and_a_truncated_reason() {
     cfg.client_rack = Some("rack-1".into());
     let mut m = ClassicMember::new(cfg, sim::jitter(1));
     m.topics = ["b".to_owned(), "a".to_owned()].into_iter().collect();
-    m.group_id = "g".into();
+    m.core.learn_group(&Coordinator::new(
+        "g",
+        sim::retry_backoff(),
+        secs(30),
+        sim::jitter(2),
+    ));
     m.rejoin_reason = "x".repeat(300);
     let req = m.join_request();
     assert_eq!(req.group_instance_id.as_deref(), Some("host-a"));

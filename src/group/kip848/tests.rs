@@ -1,17 +1,24 @@
 //! Deterministic tests of the KIP-848 member: simulated clock, links and brokers
 //! (`crate::sim`), a simulated KIP-848 group coordinator that runs the real protocol for
-//! several members (`consumer_sim`), and a simulated user thread per member that answers
+//! several members (`sim`), and a simulated user thread per member that answers
 //! its callbacks (at once, after a delay, or when the test says). After every step the rig
 //! checks the member's invariants (`Rig::check_state`), and every heartbeat as it goes out
 //! (`Rig::check_request`).
 
-use super::consumer_sim::{Parts, SimConsumerGroup, SimState};
+use std::collections::BTreeMap;
+
+use super::sim::{Parts, SimConsumerGroup, SimState};
 use super::*;
 use crate::backoff::XorShift;
 #[cfg(feature = "regex")]
 use crate::group::member::TopicPattern;
-use crate::link::{Peer, Versions};
-use crate::protocol::api::consumer_group_heartbeat::Assignment;
+use crate::link::{Lane, Peer, Route, Versions};
+use crate::protocol::api::consumer_group_heartbeat::{
+    Assignment, ConsumerGroupHeartbeatResponse, TopicPartitions, LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::message::Uuid;
 use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
 use crate::types::NodeId;
 
@@ -23,8 +30,8 @@ fn secs(n: u64) -> Duration {
 }
 
 /// The Java client's defaults.
-fn config() -> ConsumerMemberConfig {
-    ConsumerMemberConfig {
+fn config() -> Kip848Config {
+    Kip848Config {
         instance_id: None,
         max_poll_interval: secs(300),
         remote_assignor: None,
@@ -35,8 +42,8 @@ fn config() -> ConsumerMemberConfig {
     }
 }
 
-fn static_config(instance: &str) -> ConsumerMemberConfig {
-    ConsumerMemberConfig {
+fn static_config(instance: &str) -> Kip848Config {
+    Kip848Config {
         instance_id: Some(instance.to_owned()),
         ..config()
     }
@@ -103,7 +110,7 @@ impl Sent {
 
 /// One consumer: the member, its links, metadata and coordinator, and its user thread.
 struct Client {
-    member: ConsumerMember,
+    member: Kip848Member,
     net: Net,
     cluster: Cluster,
     coordinator: Coordinator,
@@ -146,7 +153,7 @@ struct Client {
 }
 
 impl Client {
-    fn state(&self) -> State {
+    fn state(&self) -> Kind {
         self.member.state()
     }
 
@@ -192,7 +199,7 @@ struct Rig {
     check: bool,
     clock_start: Instant,
     /// Every member state seen between steps.
-    seen: Vec<State>,
+    seen: Vec<Kind>,
 }
 
 fn topics_of(broker: &SimBroker) -> BTreeMap<String, (Uuid, i32)> {
@@ -226,12 +233,12 @@ impl Rig {
         }
     }
 
-    fn add(&mut self, cfg: ConsumerMemberConfig) -> usize {
+    fn add(&mut self, cfg: Kip848Config) -> usize {
         let i = self.clients.len();
         let mut net = Net::new();
         net.clock = self.clock;
         self.clients.push(Client {
-            member: ConsumerMember::new(cfg, sim::jitter(200 + i as u32)),
+            member: Kip848Member::new(cfg, sim::jitter(200 + i as u32)),
             net,
             cluster: Cluster::new(cluster_config()),
             coordinator: Coordinator::new(
@@ -479,7 +486,7 @@ impl Rig {
         }
         let c = &mut self.clients[i];
         let leave = req.member_epoch < 0;
-        let joins = c.member.joins;
+        let joins = c.member.heartbeats.joins();
         if !leave {
             // Those from before a rejoin or leave the member no longer waits for.
             assert!(
@@ -718,9 +725,9 @@ impl Rig {
                 c.member.epoch(),
                 c.owned(),
                 c.pending.as_ref().map(|p| (p.kind, p.partitions.clone())),
-                c.member.target,
+                c.member.assignment.target,
             );
-            if c.state() != State::Stable {
+            if c.state() != Kind::Stable {
                 out += "\n    ";
                 out += &c.log[c.log.len().saturating_sub(30)..].join("\n    ");
             }
@@ -760,7 +767,7 @@ impl Rig {
                 .iter()
                 .filter(|c| c.alive && c.member.subscription.is_some() && !c.member.is_fatal())
                 .all(|c| {
-                    c.state() == State::Stable
+                    c.state() == Kind::Stable
                         && c.pending.is_none()
                         && self
                             .group
@@ -880,7 +887,7 @@ impl Rig {
             );
         }
         if let Some(tp) = &req.topic_partitions {
-            let reported = self.names(&super::consumer_sim::sanitize(tp));
+            let reported = self.names(&super::sim::sanitize(tp));
             let held = c.owned();
             assert!(
                 held.is_subset(&reported),
@@ -903,17 +910,23 @@ impl Rig {
             assert!(m.epoch() >= 0, "client {i}: epoch {}", m.epoch());
             let in_group = matches!(
                 m.state(),
-                State::Joining | State::Reconciling | State::Acknowledging | State::Stable
+                Kind::Joining | Kind::Reconciling | Kind::Acknowledging | Kind::Stable
             );
-            if !in_group || m.lost_pending {
+            if !in_group || m.lost_pending() {
                 continue;
             }
             let held = c.owned();
-            let mut may = m.target_names(&c.cluster).unwrap_or_default();
-            may.extend(m.resolve(&m.owned, &c.cluster).0.into_values().flatten());
+            let mut may = m.assignment.target_names(&c.cluster).unwrap_or_default();
+            may.extend(
+                m.assignment
+                    .resolve(&m.assignment.owned, &c.cluster)
+                    .0
+                    .into_values()
+                    .flatten(),
+            );
             assert!(
                 held.is_subset(&may),
-                "client {i} ({}): holds {held:?}, beyond its target and what awaits \
+                "client {i} ({:?}): holds {held:?}, beyond its target and what awaits \
                  revocation {may:?}",
                 m.state()
             );
@@ -921,7 +934,7 @@ impl Rig {
                 let counted = self.names(&sm.holds());
                 assert!(
                     held.is_subset(&counted),
-                    "client {i} ({} epoch {}): holds {held:?}, the coordinator counts \
+                    "client {i} ({:?} epoch {}): holds {held:?}, the coordinator counts \
                      {counted:?} (epoch {}, {:?})\n{}",
                     m.state(),
                     m.epoch(),
@@ -958,7 +971,7 @@ fn stable_member() -> Rig {
     stable_member_with(config())
 }
 
-fn stable_member_with(cfg: ConsumerMemberConfig) -> Rig {
+fn stable_member_with(cfg: Kip848Config) -> Rig {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(cfg);
     r.subscribe(0, &["t"]);
@@ -990,9 +1003,9 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     r.add(config());
     r.c(0).intercept = true;
     r.c(0).callback_delay = None;
-    assert_eq!(r.clients[0].state(), State::Unsubscribed);
+    assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
     r.subscribe(0, &["t"]);
-    assert_eq!(r.clients[0].state(), State::Joining);
+    assert_eq!(r.clients[0].state(), Kind::Joining);
     let start = r.now();
 
     let j = r.next_request(0, Duration::ZERO);
@@ -1016,7 +1029,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     // Epoch 1 and the three partitions: Reconciling, the Assigned callback first.
     let c = &r.clients[0];
     assert_eq!(c.member.epoch(), 1);
-    assert_eq!(c.state(), State::Reconciling);
+    assert_eq!(c.state(), Kind::Reconciling);
     assert_eq!(c.callbacks.len(), 1);
     let (kind, parts, owned, _) = &c.callbacks[0];
     assert_eq!(*kind, CallbackKind::Assigned);
@@ -1027,21 +1040,21 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     let ids: Vec<(i32, &str)> = c
         .identities
         .iter()
-        .map(|i| (i.generation, i.member_id.as_str()))
+        .map(|i| (i.generation_or_epoch(), i.member_id()))
         .collect();
     assert_eq!(ids, vec![(1, id.as_str())]);
-    assert!(c.identities[0].consumer_protocol);
+    assert!(c.identities[0].is_kip848());
     // Nothing goes before the callback came back.
     r.run_for(secs(1));
     assert!(r.clients[0].intercepted.is_empty());
     r.finish_callback(0);
-    assert_eq!(r.clients[0].state(), State::Acknowledging);
+    assert_eq!(r.clients[0].state(), Kind::Acknowledging);
     let answered = r.now();
 
     // The acknowledgement goes at once and carries the owned partitions, nothing else.
     let ack = r.next_request(0, Duration::ZERO);
     assert_eq!(r.now(), answered);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     let req = hb(&ack);
     assert_eq!((req.member_id.as_str(), req.member_epoch), (id.as_str(), 1));
     assert_eq!(req.topic_partitions, Some(vec![wire(&r, "t", &[0, 1, 2])]));
@@ -1049,7 +1062,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     assert_eq!(req.subscribed_topic_names, None);
     r.pass(0, &ack);
     assert!(r.all_stable());
-    assert_eq!(r.clients[0].member.identity.generation, 1);
+    assert_eq!(r.clients[0].member.core.identity().generation_or_epoch(), 1);
 
     // A minute: a partial heartbeat every 5 s (the coordinator's interval), nothing else.
     r.c(0).intercept = false;
@@ -1079,7 +1092,7 @@ fn a_member_assigned_nothing_goes_from_joining_straight_to_stable() {
     r.subscribe(1, &["t"]);
     r.run_until(secs(5), |r| r.clients[1].member.epoch() > 0);
     let c = &r.clients[1];
-    assert_eq!(c.state(), State::Stable);
+    assert_eq!(c.state(), Kind::Stable);
     assert!(c.callbacks.is_empty(), "{:?}", c.callbacks);
     assert!(c.owned().is_empty());
     assert_eq!(r.clients[0].owned(), set(tps("t", &[0])));
@@ -1132,7 +1145,7 @@ fn a_subscription_change_sends_only_the_names_with_the_next_heartbeat() {
     r.run_until(secs(5), Rig::all_stable);
     r.c(0).intercept = true;
     r.subscribe(0, &["t", "u"]);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     let h = r.next_request(0, secs(6));
     let req = hb(&h);
     assert_eq!(
@@ -1244,7 +1257,7 @@ fn at_v0_the_first_heartbeat_has_an_empty_member_id_and_the_member_adopts_the_se
     assert_eq!(c.sent[0].req.member_id, "");
     assert_eq!(c.member.member_id(), "server-id-1");
     assert!(c.sent[1..].iter().all(|s| s.req.member_id == "server-id-1"));
-    assert_eq!(c.identities.last().unwrap().member_id, "server-id-1");
+    assert_eq!(c.identities.last().unwrap().member_id(), "server-id-1");
     assert_eq!(c.owned(), set(tps("t", &[0, 1, 2])));
 }
 
@@ -1257,7 +1270,7 @@ fn a_broker_without_consumer_group_heartbeat_is_fatal_with_the_classic_hint() {
     r.run_for(secs(60));
     let c = &r.clients[0];
     assert!(c.member.is_fatal());
-    assert_eq!(c.state(), State::Fatal);
+    assert_eq!(c.state(), Kind::Fatal);
     assert_eq!(c.errors.len(), 1, "{:?}", c.errors);
     let (e, fatal) = &c.errors[0];
     assert!(*fatal);
@@ -1282,7 +1295,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     r.run_until(secs(10), |r| r.clients[0].pending.is_some());
 
     let c0 = &r.clients[0];
-    assert_eq!(c0.state(), State::Reconciling);
+    assert_eq!(c0.state(), Kind::Reconciling);
     let (kind, revoked, kept, _) = c0.callbacks.last().unwrap().clone();
     assert_eq!(kind, CallbackKind::Revoked);
     assert_eq!(revoked.len(), 2);
@@ -1303,7 +1316,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     for s in &during {
         assert_eq!(s.req.member_epoch, epoch);
         if let Some(tp) = &s.req.topic_partitions {
-            assert!(set(revoked.clone()).is_subset(&r.names(&super::consumer_sim::sanitize(tp))));
+            assert!(set(revoked.clone()).is_subset(&r.names(&super::sim::sanitize(tp))));
         }
     }
     assert!(r.clients[1].owned().is_empty(), "withheld until released");
@@ -1335,7 +1348,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     let ack = r.clients[0].sent[sent].clone();
     assert_eq!(ack.at, answered, "the acknowledgement goes at once");
     assert_eq!(
-        r.names(&super::consumer_sim::sanitize(
+        r.names(&super::sim::sanitize(
             ack.req.topic_partitions.as_ref().unwrap()
         )),
         set(kept.clone())
@@ -1371,7 +1384,7 @@ fn a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_acknowl
     assert_eq!(hb(&ack).member_epoch, 3);
     assert_eq!(
         r.clients[0].state(),
-        State::Reconciling,
+        Kind::Reconciling,
         "the target moved meanwhile"
     );
     r.answer(0, &ack, &ok(3, None));
@@ -1384,7 +1397,7 @@ fn a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_acknowl
     let ack = r.next_request(0, Duration::ZERO);
     assert_eq!(hb(&ack).topic_partitions, Some(vec![wire(&r, "t", &[0])]));
     r.answer(0, &ack, &ok(3, None));
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     assert_eq!(r.clients[0].owned(), set(tps("t", &[0])));
 }
 
@@ -1400,6 +1413,7 @@ fn unresolved_topic_ids_stay_pending_and_are_assigned_once_the_metadata_names_th
     r.run_until(secs(10), |r| {
         r.clients[0]
             .member
+            .assignment
             .target
             .as_ref()
             .is_some_and(|t| t.contains_key(&late))
@@ -1463,7 +1477,7 @@ fn duplicate_negative_and_zero_id_partitions_in_an_assignment_are_dropped() {
     let h = r.next_request(0, secs(6));
     assert_eq!(hb(&h).topic_partitions, None);
     assert_eq!(r.clients[0].callbacks.len(), 1);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
 }
 
 #[test]
@@ -1483,7 +1497,7 @@ fn a_late_answer_from_before_a_rejoin_is_dropped() {
     left.heartbeat_interval_ms = 0;
     r.answer(0, &leave, &left);
     let c = &r.clients[0];
-    assert_eq!((c.state(), c.member.epoch()), (State::Joining, 0));
+    assert_eq!((c.state(), c.member.epoch()), (Kind::Joining, 0));
     assert_eq!(c.callbacks.len(), 1, "{:?}", c.callbacks);
     assert_eq!(c.lefts, 1);
     r.pass(0, &join);
@@ -1497,7 +1511,7 @@ fn a_success_answer_with_a_negative_epoch_is_ignored() {
     let h = r.next_request(0, secs(6));
     r.answer(0, &h, &ok(-1, Some(vec![])));
     let c = &r.clients[0];
-    assert_eq!((c.state(), c.member.epoch()), (State::Stable, 1));
+    assert_eq!((c.state(), c.member.epoch()), (Kind::Stable, 1));
     assert_eq!(c.owned(), set(tps("t", &[0, 1, 2])));
     assert_eq!(c.callbacks.len(), 1);
     let answered = r.now();
@@ -1517,19 +1531,19 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
         let h = r.next_request(0, secs(6));
         r.answer_error(0, &h, code);
         let c = &r.clients[0];
-        assert_eq!(c.state(), State::Fenced, "{code}");
+        assert_eq!(c.state(), Kind::Fenced, "{code}");
         assert_eq!(c.member.epoch(), 0);
         let (kind, lost, owned, _) = c.callbacks.last().unwrap();
         assert_eq!(*kind, CallbackKind::Lost, "{code}");
         assert_eq!(*lost, tps("t", &[0, 1, 2]));
         assert!(owned.is_empty());
-        assert_eq!(c.identities.last().unwrap().generation, -1);
+        assert_eq!(c.identities.last().unwrap().generation_or_epoch(), -1);
         assert!(c.errors.is_empty(), "{code}: {:?}", c.errors);
         // No heartbeat before the Lost callback came back.
         r.run_for(secs(10));
         assert!(r.clients[0].intercepted.is_empty(), "{code}");
         r.finish_callback(0);
-        assert_eq!(r.clients[0].state(), State::Joining);
+        assert_eq!(r.clients[0].state(), Kind::Joining);
         let j = r.next_request(0, secs(1));
         let req = hb(&j);
         assert_eq!(
@@ -1556,7 +1570,7 @@ fn a_fencing_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
     r.answer(0, &h, &ok(2, Some(vec![wire(&r, "t", &[0])])));
     let h = r.next_request(0, secs(6));
     r.answer_error(0, &h, ErrorCode::FENCED_MEMBER_EPOCH);
-    assert_eq!(r.clients[0].state(), State::Fenced);
+    assert_eq!(r.clients[0].state(), Kind::Fenced);
     assert_eq!(
         r.clients[0].callbacks.len(),
         2,
@@ -1592,7 +1606,7 @@ fn coordinator_errors_find_the_coordinator_again_and_the_next_heartbeat_is_full(
         assert_eq!(req.subscribed_topic_names, Some(vec!["t".to_owned()]));
         assert_eq!(req.topic_partitions, Some(vec![wire(&r, "t", &[0, 1, 2])]));
         r.pass(0, &h);
-        assert_eq!(r.clients[0].state(), State::Stable);
+        assert_eq!(r.clients[0].state(), Kind::Stable);
         assert!(r.clients[0].errors.is_empty());
         assert_eq!(r.clients[0].callbacks.len(), 1, "{code}: nothing lost");
     }
@@ -1650,7 +1664,7 @@ fn load_in_progress_retries_with_a_growing_backoff_at_the_same_coordinator_and_f
     assert!(gaps[3] > gaps[0], "{gaps:?}");
     assert_eq!(r.clients[0].finds, finds, "same coordinator");
     r.pass(0, &h);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
 }
 
 #[test]
@@ -1716,7 +1730,7 @@ fn topic_authorization_failed_is_reported_once_and_heartbeats_go_on_with_a_backo
     assert!(at.iter().all(|d| *d >= ms(80)), "{at:?}");
     assert_eq!(c.owned(), set(tps("t", &[0, 1, 2])), "nothing lost");
     r.pass(0, &h);
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     // A new streak is reported again.
     let h = r.next_request(0, secs(6));
     r.answer_error(0, &h, ErrorCode::TOPIC_AUTHORIZATION_FAILED);
@@ -1750,8 +1764,8 @@ fn fatal_cases() -> Vec<(ErrorCode, &'static [&'static str])> {
     ]
 }
 
-fn fatal_config() -> ConsumerMemberConfig {
-    ConsumerMemberConfig {
+fn fatal_config() -> Kip848Config {
+    Kip848Config {
         remote_assignor: Some("fancy".into()),
         ..static_config("host-a")
     }
@@ -1762,7 +1776,7 @@ fn fatal_config() -> ConsumerMemberConfig {
 fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     let c = &r.clients[0];
     assert!(c.member.is_fatal(), "{code}");
-    assert_eq!(c.state(), State::Fatal);
+    assert_eq!(c.state(), Kind::Fatal);
     assert_eq!(c.errors.len(), 1, "{code}: {:?}", c.errors);
     let (e, fatal) = &c.errors[0];
     assert!(*fatal, "{code}");
@@ -1776,7 +1790,7 @@ fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     assert!(
         c.identities
             .last()
-            .is_none_or(|id| *id == Identity::outsider()),
+            .is_none_or(|id| *id == Identity::Outsider),
         "{code}: commits no longer speak for the member: {:?}",
         c.identities
     );
@@ -1846,7 +1860,7 @@ fn a_dynamic_member_leaves_with_minus_1_and_a_static_one_with_minus_2() {
         let mut r = stable_member_with(cfg);
         let id = r.clients[0].member.member_id().to_owned();
         r.leave(0);
-        assert_eq!(r.clients[0].state(), State::Leaving);
+        assert_eq!(r.clients[0].state(), Kind::Leaving);
         assert_eq!(r.clients[0].lefts, 0);
         let l = r.next_request(0, Duration::ZERO);
         let req = hb(&l);
@@ -1855,7 +1869,7 @@ fn a_dynamic_member_leaves_with_minus_1_and_a_static_one_with_minus_2() {
             (id.as_str(), epoch)
         );
         assert_eq!(req.instance_id, r.clients[0].member.cfg.instance_id);
-        assert_eq!(r.clients[0].state(), State::Unsubscribed);
+        assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
         assert_eq!(r.clients[0].member.epoch(), 0);
         assert!(r.clients[0].owned().is_empty());
         assert_eq!(
@@ -1865,7 +1879,14 @@ fn a_dynamic_member_leaves_with_minus_1_and_a_static_one_with_minus_2() {
         );
         r.pass(0, &l);
         assert_eq!(r.clients[0].lefts, 1);
-        assert_eq!(r.clients[0].identities.last().unwrap().generation, -1);
+        assert_eq!(
+            r.clients[0]
+                .identities
+                .last()
+                .unwrap()
+                .generation_or_epoch(),
+            -1
+        );
         if epoch == LEAVE_GROUP_MEMBER_EPOCH {
             assert!(!r.group.members.contains_key(&id), "removed");
         } else {
@@ -1924,7 +1945,7 @@ fn leave_while_a_callback_is_outstanding_sends_the_leave_and_ignores_the_late_an
     let c = &r.clients[0];
     assert_eq!(c.last_sent().req.member_epoch, LEAVE_GROUP_MEMBER_EPOCH);
     assert_eq!(c.lefts, 1);
-    assert_eq!(c.state(), State::Unsubscribed);
+    assert_eq!(c.state(), Kind::Unsubscribed);
     let (n, sent) = (c.callbacks.len(), c.sent.len());
     let now = r.now();
     r.clients[0].member.callback_done(token, now);
@@ -1959,7 +1980,7 @@ fn leave_before_the_first_answer_sends_the_leave_and_a_leave_when_unsubscribed_s
     let c = &r.clients[0];
     assert_eq!(
         (c.state(), c.lefts, c.callbacks.len()),
-        (State::Unsubscribed, 2, 0)
+        (Kind::Unsubscribed, 2, 0)
     );
     assert!(r.group.members.is_empty());
 }
@@ -1976,7 +1997,7 @@ fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a
     r.c(0).callback_delay = None;
     let id = r.clients[0].member.member_id().to_owned();
     let last = r.now();
-    r.run_until(secs(31), |r| r.clients[0].state() == State::Stale);
+    r.run_until(secs(31), |r| r.clients[0].state() == Kind::Stale);
     let c = &r.clients[0];
     assert_eq!(r.now(), last + secs(30));
     let leave = c.last_sent();
@@ -1994,7 +2015,7 @@ fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a
     let sent = c.sent.len();
     r.run_for(secs(60));
     assert_eq!(r.clients[0].sent.len(), sent, "no heartbeats while stale");
-    assert_eq!(r.clients[0].state(), State::Stale);
+    assert_eq!(r.clients[0].state(), Kind::Stale);
     // The application polls again (and runs the Lost callback): the member rejoins.
     r.c(0).polling = true;
     r.c(0).callback_delay = Some(Duration::ZERO);
@@ -2022,7 +2043,7 @@ fn polling_keeps_a_member_whose_callbacks_take_long_in_the_group() {
     r.subscribe(0, &["t"]);
     r.run_until(secs(5), Rig::all_stable);
     r.run_for(secs(120));
-    assert_eq!(r.clients[0].state(), State::Stable);
+    assert_eq!(r.clients[0].state(), Kind::Stable);
     assert_eq!(r.clients[0].callbacks.len(), 1);
 }
 
@@ -2171,7 +2192,8 @@ fn no_error_turns_into_a_busy_loop() {
 
 #[test]
 fn the_transition_table_matches_the_diagram() {
-    use State::*;
+    let legal = State::legal;
+    use Kind::*;
     let all = [
         Unsubscribed,
         Joining,
@@ -2205,7 +2227,7 @@ fn the_transition_table_matches_the_diagram() {
         (Leaving, Stale),
         (Stale, Joining),
     ] {
-        assert!(legal(from, to), "{from} -> {to}");
+        assert!(legal(from, to), "{from:?} -> {to:?}");
     }
     for (from, to) in [
         (Unsubscribed, Stable),
@@ -2216,14 +2238,48 @@ fn the_transition_table_matches_the_diagram() {
         (Unsubscribed, Leaving),
         (Leaving, Joining),
     ] {
-        assert!(!legal(from, to), "{from} -> {to}");
+        assert!(!legal(from, to), "{from:?} -> {to:?}");
     }
 }
 
 #[test]
+fn an_illegal_transition_stops_the_member_with_one_protocol_error() {
+    let mut m = Kip848Member::new(config(), sim::jitter(1));
+    m.core.expect_illegal = true;
+    m.transition(State::Acknowledging, "forced by the test");
+    assert_eq!(m.state(), Kind::Fatal);
+    // Commits stop speaking for the member first (a fatal member is out of the group).
+    let events: Vec<MemberEvent> = std::iter::from_fn(|| m.poll_event())
+        .filter(|e| !matches!(e, MemberEvent::Identity(Identity::Outsider)))
+        .collect();
+    let [MemberEvent::Error { error, fatal: true }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(error.kind(), crate::error::ErrorKind::Protocol);
+    let msg = error.to_string();
+    assert!(
+        msg.contains(
+            "illegal member transition Unsubscribed -> Acknowledging (forced by the test)"
+        ) && msg.contains(m.member_id()),
+        "{msg}"
+    );
+    // Fatal is final: another illegal step changes nothing and emits nothing.
+    m.transition(State::Joining, "again");
+    assert_eq!(m.state(), Kind::Fatal);
+    assert!(m.poll_event().is_none());
+}
+
+#[test]
+#[should_panic(expected = "illegal member transition Unsubscribed -> Acknowledging")]
+fn an_illegal_transition_fails_the_test_that_takes_it() {
+    let mut m = Kip848Member::new(config(), sim::jitter(1));
+    m.transition(State::Acknowledging, "a bug");
+}
+
+#[test]
 fn the_member_id_is_22_url_safe_characters_and_differs_between_members() {
-    let a = ConsumerMember::new(config(), sim::jitter(1));
-    let b = ConsumerMember::new(config(), sim::jitter(2));
+    let a = Kip848Member::new(config(), sim::jitter(1));
+    let b = Kip848Member::new(config(), sim::jitter(2));
     for m in [&a, &b] {
         assert_eq!(m.member_id().len(), 22);
         assert!(m
@@ -2243,7 +2299,7 @@ fn the_member_id_is_22_url_safe_characters_and_differs_between_members() {
 /// jumps; the rig checks the invariants after every step (`Rig::check_state`,
 /// `Rig::check_request`). Then the churn stops and the group must settle with every
 /// partition owned once.
-fn random_run(seed: u32, steps: usize) -> (Vec<State>, Vec<CallbackKind>) {
+fn random_run(seed: u32, steps: usize) -> (Vec<Kind>, Vec<CallbackKind>) {
     let mut r = Rig::new(&[("t", 5), ("u", 3)]);
     r.group.session_timeout = secs(20);
     r.group.heartbeat_interval = secs(2);
@@ -2402,16 +2458,16 @@ fn randomized_members_keep_the_invariants_and_settle() {
     }
     // What the runs went through, all seeds together.
     for st in [
-        State::Unsubscribed,
-        State::Joining,
-        State::Reconciling,
-        State::Acknowledging,
-        State::Stable,
-        State::Fenced,
-        State::Leaving,
-        State::Stale,
+        Kind::Unsubscribed,
+        Kind::Joining,
+        Kind::Reconciling,
+        Kind::Acknowledging,
+        Kind::Stable,
+        Kind::Fenced,
+        Kind::Leaving,
+        Kind::Stale,
     ] {
-        assert!(seen.contains(&st), "no run saw {st}");
+        assert!(seen.contains(&st), "no run saw {st:?}");
     }
     let count = |k: CallbackKind| kinds.iter().filter(|x| **x == k).count();
     let (assigned, revoked, lost) = (
@@ -2438,11 +2494,11 @@ fn leaving_while_the_leave_after_a_poll_expiry_is_in_flight_and_subscribing_agai
         let h = r.next_request(0, secs(31));
         if hb(&h).member_epoch < 0 {
             assert_eq!(r.now(), expiry);
-            assert_eq!(r.clients[0].state(), State::Stale);
+            assert_eq!(r.clients[0].state(), Kind::Stale);
             r.c(0).polling = true;
             // The application closes the subscription while the leave is in flight...
             r.leave(0);
-            assert_eq!(r.clients[0].state(), State::Unsubscribed);
+            assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
             r.pass(0, &h);
             assert_eq!(r.clients[0].lefts, 1);
             break;
@@ -2477,7 +2533,7 @@ fn an_acknowledgement_racing_a_move(lose_the_answer: bool) {
     r.subscribe(0, &["t", "u"]);
     let h1 = r.next_request(0, secs(6));
     r.finish_callback(0);
-    assert_eq!(r.clients[0].state(), State::Acknowledging);
+    assert_eq!(r.clients[0].state(), Kind::Acknowledging);
     // Its answer adds u-0; the acknowledgement of t-0 goes at once.
     r.pass(0, &h1);
     let ack = r.next_request(0, Duration::ZERO);
@@ -2552,7 +2608,7 @@ fn a_full_heartbeat_during_an_assignment_reports_what_it_adds() {
         .expect("a full heartbeat after the error")
         .clone();
     assert_eq!(
-        r.names(&super::consumer_sim::sanitize(
+        r.names(&super::sim::sanitize(
             full.req.topic_partitions.as_ref().unwrap()
         )),
         set(vec![tp("t", 0), tp("u", 0)])
@@ -2600,11 +2656,11 @@ fn leaving_after_rejoining_while_the_old_leave_is_in_flight_leaves_and_can_subsc
     r.leave(0);
     let leave2 = r.next_request(0, Duration::ZERO);
     assert_eq!(hb(&leave2).member_epoch, LEAVE_GROUP_MEMBER_EPOCH);
-    assert_eq!(r.clients[0].state(), State::Unsubscribed);
+    assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
     r.pass(0, &leave);
     r.pass(0, &join);
     r.pass(0, &leave2);
-    assert_eq!(r.clients[0].state(), State::Unsubscribed);
+    assert_eq!(r.clients[0].state(), Kind::Unsubscribed);
     assert_eq!(r.clients[0].lefts, 1);
     r.run_for(secs(60));
     assert!(
