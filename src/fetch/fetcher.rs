@@ -1462,5 +1462,4 @@ fn batch_too_large_error(tp: &TopicPartition, offset: i64, skip_to: i64, cap: us
 }
 
 #[cfg(test)]
-#[path = "fetcher_tests.rs"]
 mod tests;

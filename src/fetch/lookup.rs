@@ -345,5 +345,4 @@ impl Lookups {
 }
 
 #[cfg(test)]
-#[path = "lookup_tests.rs"]
 mod tests;

@@ -1025,5 +1025,4 @@ fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: Err
 }
 
 #[cfg(test)]
-#[path = "commit_tests.rs"]
 mod tests;

@@ -267,5 +267,4 @@ impl Coordinator {
 }
 
 #[cfg(test)]
-#[path = "coordinator_tests.rs"]
 mod tests;

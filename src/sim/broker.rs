@@ -836,5 +836,4 @@ pub(crate) fn tp(topic: &str, partition: i32) -> TopicPartition {
 }
 
 #[cfg(test)]
-#[path = "broker_tests.rs"]
 mod tests;

@@ -119,5 +119,4 @@ impl Assignor for CooperativeSticky {
 }
 
 #[cfg(test)]
-#[path = "cooperative_sticky_tests.rs"]
 mod tests;

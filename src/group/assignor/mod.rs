@@ -342,5 +342,4 @@ impl<'a> Input<'a> {
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
 mod tests;

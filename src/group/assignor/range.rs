@@ -229,5 +229,4 @@ impl<'a> TopicState<'a> {
 }
 
 #[cfg(test)]
-#[path = "range_tests.rs"]
 mod tests;

@@ -48,5 +48,4 @@ impl Assignor for RoundRobin {
 }
 
 #[cfg(test)]
-#[path = "round_robin_tests.rs"]
 mod tests;
