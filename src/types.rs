@@ -9,8 +9,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::protocol::api::consumer_group_heartbeat as cghb;
-
 /// A topic name and a partition number.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
@@ -141,12 +139,12 @@ pub(crate) struct MemberEpoch(pub i32);
 
 impl MemberEpoch {
     /// Joins the group (or rejoins after a fencing).
-    pub const JOIN: MemberEpoch = MemberEpoch(cghb::JOIN_GROUP_MEMBER_EPOCH);
+    pub const JOIN: MemberEpoch = MemberEpoch(0);
     /// Leaves the group.
-    pub const LEAVE: MemberEpoch = MemberEpoch(cghb::LEAVE_GROUP_MEMBER_EPOCH);
+    pub const LEAVE: MemberEpoch = MemberEpoch(-1);
     /// A static member leaves, and its instance id keeps its assignment for the session
     /// timeout.
-    pub const LEAVE_STATIC: MemberEpoch = MemberEpoch(cghb::LEAVE_GROUP_STATIC_MEMBER_EPOCH);
+    pub const LEAVE_STATIC: MemberEpoch = MemberEpoch(-2);
 
     /// Whether the coordinator counts the member in the group at this epoch.
     pub fn in_group(self) -> bool {
@@ -312,5 +310,21 @@ impl Identity {
             Identity::Kip848 { epoch, .. } => format!("member epoch {epoch}"),
             _ => format!("generation {}", self.generation_or_epoch()),
         }
+    }
+}
+
+#[cfg(test)]
+mod member_epoch_tests {
+    use super::MemberEpoch;
+    use crate::protocol::api::consumer_group_heartbeat as cghb;
+
+    #[test]
+    fn the_member_epochs_with_a_meaning_are_the_protocols() {
+        assert_eq!(MemberEpoch::JOIN.0, cghb::JOIN_GROUP_MEMBER_EPOCH);
+        assert_eq!(MemberEpoch::LEAVE.0, cghb::LEAVE_GROUP_MEMBER_EPOCH);
+        assert_eq!(
+            MemberEpoch::LEAVE_STATIC.0,
+            cghb::LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        );
     }
 }
