@@ -225,7 +225,7 @@ pub(crate) struct FrameBuf {
 
 impl FrameBuf {
     /// A frame that is not recycled.
-    #[cfg(any(test, feature = "fuzzing"))]
+    #[cfg(any(test, feature = "__fuzzing"))]
     pub fn from_vec(data: Vec<u8>) -> FrameBuf {
         FrameBuf {
             len: data.len(),

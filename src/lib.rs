@@ -42,17 +42,17 @@ mod config;
 mod consumer;
 mod error;
 mod fetch;
-#[cfg(feature = "fuzzing")]
+#[cfg(feature = "__fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-#[cfg(all(test, not(feature = "fuzzing")))]
+#[cfg(all(test, not(feature = "__fuzzing")))]
 mod fuzzing;
 mod group;
 mod io;
 mod link;
 mod listener;
-// With `testing`, the wire format is reachable from the crate's own tests (see below).
-#[cfg_attr(feature = "testing", allow(missing_docs))]
+// With `__testing`, the wire format is reachable from the crate's own tests (see below).
+#[cfg_attr(feature = "__testing", allow(missing_docs))]
 mod protocol;
 mod record;
 mod sasl;
@@ -63,8 +63,9 @@ mod types;
 
 /// Wire-format helpers for the crate's own integration tests (the fake broker), and the
 /// group assignors (compared with kafka-clients' in `tests/assignors.rs`). Only built with
-/// the `testing` feature, which the crate enables for its own tests; not part of the API.
-#[cfg(feature = "testing")]
+/// the internal `__testing` feature, which the crate enables for its own tests; not part of
+/// the API.
+#[cfg(feature = "__testing")]
 #[doc(hidden)]
 pub mod testing {
     pub use crate::group::assignor;

@@ -1145,7 +1145,7 @@ impl Consumer {
     }
 
     /// Injects a panic on the I/O thread (tests of the panic path).
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(any(test, feature = "__testing"))]
     #[doc(hidden)]
     pub fn inject_io_panic(&mut self) {
         let _ = self.io.send(Command::Panic);

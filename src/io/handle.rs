@@ -83,7 +83,7 @@ pub(crate) enum Command {
     /// A token from the OAUTHBEARER token thread, or why the provider gave none.
     Token(std::result::Result<crate::security::OAuthBearerToken, String>),
     /// Panic on the I/O thread (tests of the panic path only).
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(any(test, feature = "__testing"))]
     Panic,
     /// Stop the thread.
     Shutdown,

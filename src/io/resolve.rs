@@ -107,7 +107,7 @@ const RUNNING_BIT: u64 = 1 << 63;
 
 /// The system resolver (a blocking call).
 fn lookup(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-    #[cfg(feature = "testing")]
+    #[cfg(feature = "__testing")]
     if let Some(answer) = testing::lookup(host, port) {
         return answer;
     }
@@ -118,7 +118,7 @@ fn lookup(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 /// the `testing` feature): `*.hang.invalid` takes [`testing::HANG`] and then fails, as a
 /// resolver that does not answer; `multi.invalid` resolves to 127.0.0.2 (where nothing
 /// listens) and then 127.0.0.1.
-#[cfg(feature = "testing")]
+#[cfg(feature = "__testing")]
 pub mod testing {
     use super::*;
     use std::net::Ipv4Addr;

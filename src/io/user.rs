@@ -164,7 +164,7 @@ impl IoLoop {
                     .unwrap_or_default();
                 let _ = reply.send(topics);
             }
-            #[cfg(any(test, feature = "testing"))]
+            #[cfg(any(test, feature = "__testing"))]
             Command::Panic => panic!("injected by a test"),
             Command::Shutdown => {}
         }

@@ -13,7 +13,7 @@
 // the fake broker use, the protocol's constants); a normal build of the consumer uses a
 // subset of it.
 #![cfg_attr(
-    not(any(test, feature = "testing", feature = "fuzzing")),
+    not(any(test, feature = "__testing", feature = "__fuzzing")),
     allow(dead_code)
 )]
 

@@ -1740,7 +1740,7 @@ fn varlong(buf: &[u8], p: &mut usize) -> Result<i64, DecodeError> {
 }
 
 /// Builders of record batches for tests and the fuzz harness; not in normal builds.
-#[cfg(any(test, feature = "testing", feature = "fuzzing"))]
+#[cfg(any(test, feature = "__testing", feature = "__fuzzing"))]
 pub mod testing {
     use super::{ATTR_CONTROL, ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, CRC_START};
     use crate::protocol::wire::Writer;

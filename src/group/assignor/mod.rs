@@ -31,7 +31,7 @@
 
 // The group membership that calls the assignors comes next; until then only the tests use
 // them.
-#![cfg_attr(not(feature = "testing"), allow(dead_code))]
+#![cfg_attr(not(feature = "__testing"), allow(dead_code))]
 
 mod cooperative_sticky;
 mod range;
