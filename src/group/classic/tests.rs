@@ -285,7 +285,7 @@ fn rebalance(r: &mut Rig) -> Transmit {
 // ----- joining ------------------------------------------------------------------------
 
 #[test]
-fn a_single_member_joins_leads_with_range_and_then_only_heartbeats_at_the_interval() {
+fn unsubscribed_to_stable_a_single_member_joins_leads_with_range_and_heartbeats_at_the_interval() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.c(0).intercept = true;
@@ -715,35 +715,11 @@ fn fatal_cases() -> Vec<(ErrorCode, &'static [&'static str])> {
 /// Checks that client 0 stopped for good with one fatal `code` naming `words`, and sends
 /// nothing for a minute.
 fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
-    let c = &r.clients[0];
-    assert!(c.member.is_fatal(), "{code}");
-    let fatal: Vec<&(Error, bool)> = c.errors.iter().filter(|(_, f)| *f).collect();
-    assert_eq!(fatal.len(), 1, "{code}: {:?}", c.errors);
-    let e = &fatal[0].0;
-    assert_eq!(e.kafka_code(), Some(code.code()), "{e}");
-    assert!(!e.is_retriable(), "{e}");
-    let text = e.to_string();
-    assert!(text.contains("group g"), "{text}");
-    for w in words {
-        assert!(text.contains(w), "{code}: {text:?} lacks {w:?}");
-    }
-    assert!(
-        c.identities
-            .last()
-            .is_none_or(|id| *id == Identity::Outsider),
-        "{code}: commits no longer speak for the member: {:?}",
-        c.identities
-    );
-    let sent = c.sent.len();
-    r.c(0).intercept = false;
-    r.run_for(secs(60));
-    let c = &r.clients[0];
-    assert_eq!(c.sent.len(), sent, "{code}: nothing after a fatal error");
-    assert_eq!(c.member.poll_timeout(r.now()), None);
+    r.assert_fatal(0, code, words);
 }
 
 #[test]
-fn fatal_join_errors_stop_the_member_with_a_message_naming_the_setting() {
+fn await_join_to_fatal_on_a_fatal_join_error_with_a_message_naming_the_setting() {
     for (code, words) in fatal_cases() {
         let mut r = Rig::new(&[("t", 3)]);
         r.add(config(range()));
@@ -915,7 +891,7 @@ fn heartbeats_continue_while_awaiting_sync_and_rebalance_in_progress_is_ignored_
 }
 
 #[test]
-fn fatal_sync_errors_stop_the_member() {
+fn await_sync_to_fatal_on_a_fatal_sync_error() {
     for (code, words) in fatal_cases() {
         if !matches!(
             code,
@@ -1032,7 +1008,7 @@ fn malformed_join_and_sync_answers_close_the_link_and_rejoin_after_a_backoff() {
 // ----- errors: Heartbeat --------------------------------------------------------------
 
 #[test]
-fn heartbeat_rebalance_in_progress_revokes_everything_first_when_eager() {
+fn stable_revokes_everything_before_rejoining_on_heartbeat_rebalance_in_progress_when_eager() {
     let mut r = stable_member(range());
     let j = rebalance(&mut r);
     let (_, sub) = subscription_of(&j);
@@ -1045,7 +1021,8 @@ fn heartbeat_rebalance_in_progress_revokes_everything_first_when_eager() {
 }
 
 #[test]
-fn heartbeat_rebalance_in_progress_keeps_the_partitions_when_cooperative() {
+fn stable_keeps_the_partitions_while_rejoining_on_heartbeat_rebalance_in_progress_when_cooperative()
+{
     let mut r = stable_member(cooperative());
     let j = rebalance(&mut r);
     let (_, sub) = subscription_of(&j);
@@ -1142,7 +1119,7 @@ fn heartbeat_load_in_progress_and_a_lost_link_retry_after_a_backoff() {
 }
 
 #[test]
-fn fatal_heartbeat_errors_stop_the_member() {
+fn stable_to_fatal_on_a_fatal_heartbeat_error() {
     for code in [
         ErrorCode::FENCED_INSTANCE_ID,
         ErrorCode::GROUP_AUTHORIZATION_FAILED,
@@ -1458,7 +1435,7 @@ fn in_a_leaderless_group_the_assignment_comes_from_sync_group() {
 // ----- callbacks, leaving ---------------------------------------------------------------
 
 #[test]
-fn nothing_proceeds_before_the_callback_is_answered_and_a_stale_token_is_ignored() {
+fn await_callback_holds_until_the_callback_is_answered_and_ignores_a_stale_token() {
     let mut r = stable_member(range());
     r.c(0).callback_delay = None;
     let hb = r.next_request(0, HeartbeatRequest::KEY, secs(4));

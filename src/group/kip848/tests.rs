@@ -485,7 +485,7 @@ fn assert_partial(req: &ConsumerGroupHeartbeatRequest) {
 // ----- joining and the steady state -----------------------------------------------------
 
 #[test]
-fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbeats_partially() {
+fn joining_to_reconciling_to_acknowledging_to_stable_then_heartbeats_partially() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config());
     r.c(0).intercept = true;
@@ -570,7 +570,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
 }
 
 #[test]
-fn a_member_assigned_nothing_goes_from_joining_straight_to_stable() {
+fn joining_to_stable_when_the_first_heartbeat_brings_an_empty_assignment() {
     let mut r = Rig::new(&[("t", 1)]);
     r.add(config());
     r.add(config());
@@ -770,7 +770,7 @@ fn a_broker_without_consumer_group_heartbeat_is_fatal_with_the_classic_hint() {
 // ----- reconciliation -------------------------------------------------------------------
 
 #[test]
-fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_the_callback() {
+fn reconciling_revokes_before_assigning_and_acknowledges_after_the_callback() {
     let mut r = Rig::new(&[("t", 4)]);
     r.add(config());
     r.add(config());
@@ -845,7 +845,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
 }
 
 #[test]
-fn a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_acknowledged() {
+fn reconciling_a_target_that_arrives_meanwhile_waits_until_the_first_is_acknowledged() {
     let mut r = stable_member();
     r.c(0).callback_delay = None;
     let h = r.next_request(0, secs(6));
@@ -1048,7 +1048,7 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
 }
 
 #[test]
-fn a_fencing_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
+fn reconciling_to_fenced_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
     let mut r = stable_member();
     r.c(0).callback_delay = None;
     let h = r.next_request(0, secs(6));
@@ -1153,7 +1153,7 @@ fn load_in_progress_retries_with_a_growing_backoff_at_the_same_coordinator_and_f
 }
 
 #[test]
-fn unreleased_instance_id_is_retried_three_times_then_fatal() {
+fn joining_to_fatal_after_unreleased_instance_id_three_times() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(static_config("host-a"));
     r.c(0).intercept = true;
@@ -1256,40 +1256,18 @@ fn fatal_config() -> Kip848Config {
     }
 }
 
-/// Checks that client 0 stopped for good with one fatal `code` naming `words`, and sends
-/// nothing for a minute.
+/// Checks that client 0 stopped for good (Fatal) with one error, fatal `code` naming
+/// `words`, and sends nothing for a minute.
 fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     let c = &r.clients[0];
-    assert!(c.member.is_fatal(), "{code}");
     assert_eq!(c.state(), Kind::Fatal);
     assert_eq!(c.errors.len(), 1, "{code}: {:?}", c.errors);
-    let (e, fatal) = &c.errors[0];
-    assert!(*fatal, "{code}");
-    assert_eq!(e.kafka_code(), Some(code.code()), "{e}");
-    assert!(!e.is_retriable(), "{e}");
-    let text = e.to_string();
-    assert!(text.contains("group g"), "{text}");
-    for w in words {
-        assert!(text.contains(w), "{code}: {text:?} lacks {w:?}");
-    }
-    assert!(
-        c.identities
-            .last()
-            .is_none_or(|id| *id == Identity::Outsider),
-        "{code}: commits no longer speak for the member: {:?}",
-        c.identities
-    );
-    let sent = c.sent.len();
-    r.c(0).intercept = false;
-    r.run_for(secs(60));
-    let c = &r.clients[0];
-    assert_eq!(c.sent.len(), sent, "{code}: nothing after a fatal error");
-    assert_eq!(c.errors.len(), 1, "{code}: one error");
-    assert_eq!(c.member.poll_timeout(r.now()), None);
+    r.assert_fatal(0, code, words);
+    assert_eq!(r.clients[0].errors.len(), 1, "{code}: one error");
 }
 
 #[test]
-fn fatal_errors_on_joining_stop_the_member_with_a_message_naming_the_setting() {
+fn joining_to_fatal_on_a_fatal_error_with_a_message_naming_the_setting() {
     for (code, words) in fatal_cases() {
         let mut r = Rig::new(&[("t", 3)]);
         r.add(fatal_config());
@@ -1303,7 +1281,7 @@ fn fatal_errors_on_joining_stop_the_member_with_a_message_naming_the_setting() {
 }
 
 #[test]
-fn fatal_errors_of_a_stable_member_stop_it() {
+fn stable_to_fatal_on_a_fatal_heartbeat_error() {
     for (code, words) in fatal_cases() {
         let mut r = Rig::new(&[("t", 3)]);
         r.group.assignors.push("fancy");
@@ -1473,7 +1451,7 @@ fn leave_before_the_first_answer_sends_the_leave_and_a_leave_when_unsubscribed_s
 // ----- max.poll.interval.ms ---------------------------------------------------------------
 
 #[test]
-fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a_poll() {
+fn stable_to_stale_when_the_poll_interval_expires_loses_the_partitions_and_rejoins_after_a_poll() {
     let mut cfg = config();
     cfg.max_poll_interval = secs(30);
     let mut r = stable_member_with(cfg);

@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{CallbackKind, CallbackToken, Member, MemberEvent, Subscription};
 use crate::link::{Failure, Lane, Peer, Route, Transmit, Versions};
+use crate::protocol::error_code::ErrorCode;
 use crate::sim::{self, cluster_config, Clock, Net, SimBroker};
 use crate::types::{Identity, NodeId, TopicPartition};
 
@@ -704,5 +705,35 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
             body,
         });
         self.settle();
+    }
+
+    /// Checks that client `i` stopped for good with one fatal `code` naming `words`, and
+    /// sends nothing for a minute.
+    pub fn assert_fatal(&mut self, i: usize, code: ErrorCode, words: &[&str]) {
+        let c = &self.clients[i];
+        assert!(c.member.is_fatal(), "{code}");
+        let fatal: Vec<&(Error, bool)> = c.errors.iter().filter(|(_, f)| *f).collect();
+        assert_eq!(fatal.len(), 1, "{code}: {:?}", c.errors);
+        let e = &fatal[0].0;
+        assert_eq!(e.kafka_code(), Some(code.code()), "{e}");
+        assert!(!e.is_retriable(), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("group g"), "{text}");
+        for w in words {
+            assert!(text.contains(w), "{code}: {text:?} lacks {w:?}");
+        }
+        assert!(
+            c.identities
+                .last()
+                .is_none_or(|id| *id == Identity::Outsider),
+            "{code}: commits no longer speak for the member: {:?}",
+            c.identities
+        );
+        let sent = c.sent.len();
+        self.clients[i].intercept = false;
+        self.run_for(Duration::from_secs(60));
+        let c = &self.clients[i];
+        assert_eq!(c.sent.len(), sent, "{code}: nothing after a fatal error");
+        assert_eq!(c.member.poll_timeout(self.now()), None);
     }
 }
