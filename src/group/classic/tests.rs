@@ -1,7 +1,9 @@
-//! Deterministic tests of the classic group member: simulated clock, links and brokers
-//! (`crate::sim`), a simulated classic group coordinator that runs the real group protocol
-//! for several members (`sim`), and a simulated user thread per member that answers
-//! its callbacks (at once, after a delay, or when the test says).
+//! Deterministic tests of the classic group member on the shared rig (`crate::group::sim`):
+//! simulated clock, links and brokers, the simulated classic group coordinator that runs
+//! the real group protocol for several members (`group::sim::classic`), and a simulated
+//! user thread per member that answers its callbacks (at once, after a delay, or when the
+//! test says). This file adds the classic hooks (`RigMember for ClassicMember`: error
+//! injection, the single-owner check) and helpers (requests by api key).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

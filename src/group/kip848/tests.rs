@@ -1,7 +1,8 @@
-//! Deterministic tests of the KIP-848 member: simulated clock, links and brokers
-//! (`crate::sim`), a simulated KIP-848 group coordinator that runs the real protocol for
-//! several members (`sim`), and a simulated user thread per member that answers
-//! its callbacks (at once, after a delay, or when the test says). After every step the rig
+//! Deterministic tests of the KIP-848 member on the shared rig (`crate::group::sim`):
+//! simulated clock, links and brokers, the simulated KIP-848 group coordinator that runs
+//! the real protocol for several members (`group::sim::kip848`), and a simulated user
+//! thread per member that answers its callbacks (at once, after a delay, or when the test
+//! says). Through the hooks of `RigMember for Kip848Member`, after every step the rig
 //! checks the member's invariants (`Rig::check_state`), and every heartbeat as it goes out
 //! (`Rig::check_request`).
 
