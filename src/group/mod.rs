@@ -32,6 +32,8 @@ pub mod commit;
 pub mod coordinator;
 pub mod kip848;
 pub mod member;
+#[cfg(test)]
+pub(crate) mod sim;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

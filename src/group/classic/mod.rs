@@ -187,7 +187,7 @@ enum State {
 
 /// A state's name, for logs and the transition check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Unsubscribed,
     NeedJoin,
     AwaitCallback,
@@ -972,9 +972,6 @@ impl ClassicMember {
         }
     }
 }
-
-#[cfg(test)]
-mod sim;
 
 #[cfg(test)]
 mod tests;

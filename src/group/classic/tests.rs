@@ -1,17 +1,20 @@
-//! Deterministic tests of the classic group member: simulated clock, links and brokers
-//! (`crate::sim`), a simulated classic group coordinator that runs the real group protocol
-//! for several members (`sim`), and a simulated user thread per member that answers
-//! its callbacks (at once, after a delay, or when the test says).
+//! Deterministic tests of the classic group member on the shared rig (`crate::group::sim`):
+//! simulated clock, links and brokers, the simulated classic group coordinator that runs
+//! the real group protocol for several members (`group::sim::classic`), and a simulated
+//! user thread per member that answers its callbacks (at once, after a delay, or when the
+//! test says). This file adds the classic hooks (`RigMember for ClassicMember`: error
+//! injection, the single-owner check) and helpers (requests by api key).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::join::{from_wire, to_wire};
-use super::sim::{reply, GroupState, Held, Reply, SimGroup};
 use super::*;
 use crate::backoff::XorShift;
 use crate::group::assignor::{CooperativeSticky, Range, RoundRobin};
-use crate::link::{Lane, Peer, Versions};
+use crate::group::sim::classic::{reply, GroupState, Held, SimGroup};
+use crate::group::sim::{self as sim_rig, Answer, RigMember, COORD};
+use crate::link::{Lane, Versions};
 use crate::protocol::api::heartbeat::HeartbeatResponse;
 use crate::protocol::api::join_group::JoinGroupResponse;
 use crate::protocol::api::leave_group::LeaveGroupResponse;
@@ -21,11 +24,8 @@ use crate::protocol::consumer_protocol::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription,
 };
 use crate::protocol::message::Bytes;
-use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
+use crate::sim::{self, ms, request, tp, Clock};
 use crate::types::NodeId;
-
-/// The group coordinator's broker.
-const COORD: i32 = 2;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -69,47 +69,56 @@ fn tps(topic: &str, parts: &[i32]) -> Vec<TopicPartition> {
     parts.iter().map(|p| tp(topic, *p)).collect()
 }
 
-/// A callback the simulated user thread has not answered yet.
-#[derive(Debug, Clone)]
-struct Pending {
-    token: CallbackToken,
-    kind: CallbackKind,
-    partitions: Vec<TopicPartition>,
-    owned: Vec<TopicPartition>,
-    /// When the user thread answers it (`None`: when the test says).
-    due: Option<Instant>,
+type Rig = sim_rig::Rig<ClassicMember, SimGroup>;
+type Client = sim_rig::Client<ClassicMember, SimGroup>;
+
+/// The classic member on the rig: every request is logged by api key, and errors may be
+/// injected instead of the group's answers.
+impl RigMember<SimGroup> for ClassicMember {
+    type Config = ClassicConfig;
+    type Kind = Kind;
+    /// Api key, when, where.
+    type Sent = (i16, Instant, Route);
+    type Ext = Injections;
+
+    fn create(cfg: ClassicConfig, i: usize) -> ClassicMember {
+        ClassicMember::new(cfg, sim::jitter(200 + i as u32))
+    }
+
+    fn versions() -> Versions {
+        sim::all_versions()
+    }
+
+    fn state_kind(&self) -> Kind {
+        self.state.kind()
+    }
+
+    fn record(t: &Transmit, now: Instant) -> (i16, Instant, Route) {
+        (t.api_key, now, t.route)
+    }
+
+    fn on_send(r: &mut Rig, i: usize, t: &Transmit) -> Option<Answer> {
+        let inject = &mut r.clients[i].ext.inject;
+        let k = inject
+            .iter()
+            .position(|(api, _, n)| *api == t.api_key && n.is_none_or(|n| n > 0))?;
+        let code = inject[k].1;
+        if let Some(n) = &mut inject[k].2 {
+            *n -= 1;
+        }
+        Some(error_reply(i, t, code))
+    }
+
+    /// No partition has two owners.
+    fn check(r: &Rig) {
+        r.assert_single_owners();
+    }
 }
 
-/// One consumer: the member, its links, metadata and coordinator, and its user thread.
-struct Client {
-    member: ClassicMember,
-    net: Net,
-    cluster: Cluster,
-    coordinator: Coordinator,
-    /// Whether the rig drives it (a "crashed" client is not).
-    alive: bool,
-    /// The API versions its links negotiate.
-    versions: Versions,
-    pending: Option<Pending>,
-    /// Every callback: kind, partitions, owned afterwards.
-    callbacks: Vec<(CallbackKind, Vec<TopicPartition>, Vec<TopicPartition>)>,
-    errors: Vec<(Error, bool)>,
-    identities: Vec<Identity>,
-    lefts: usize,
-    /// How long the user thread takes to answer a callback (`None`: the test answers).
-    callback_delay: Option<Duration>,
-    /// Whether the application calls poll.
-    polling: bool,
-    /// Requests to the coordinator are kept for the test instead of going to the group.
-    intercept: bool,
-    intercepted: Vec<Transmit>,
-    /// Errors answered instead of the group: api key, code, answers left (`None`: all).
+/// Errors answered instead of the group: api key, code, answers left (`None`: all).
+#[derive(Default)]
+pub(crate) struct Injections {
     inject: Vec<(i16, ErrorCode, Option<usize>)>,
-    /// Requests awaiting an answer.
-    in_flight: BTreeMap<u64, Route>,
-    /// Every request the member sent: api key, when, where.
-    sent: Vec<(i16, Instant, Route)>,
-    finds: usize,
 }
 
 impl Client {
@@ -141,406 +150,7 @@ impl Client {
     }
 }
 
-/// Several clients, the brokers, and the group coordinator.
-struct Rig {
-    clock: Clock,
-    broker: SimBroker,
-    group: SimGroup,
-    clients: Vec<Client>,
-    /// Answers on their way.
-    replies: Vec<Reply>,
-    /// The coordinator refuses connections.
-    coordinator_down: bool,
-    /// Checks after every step that no partition has two owners.
-    check_owners: bool,
-}
-
 impl Rig {
-    /// Brokers 1 to 3 (the coordinator is broker 2) with topics of the given sizes.
-    fn new(topics: &[(&str, i32)]) -> Rig {
-        let mut broker = SimBroker::new(&[1, 2, 3]);
-        for (name, n) in topics {
-            broker = broker.topic(name, &vec![1; *n as usize], 100);
-        }
-        broker.coordinator = COORD;
-        Rig {
-            clock: Clock::new(),
-            broker,
-            group: SimGroup::new(),
-            clients: Vec::new(),
-            replies: Vec::new(),
-            coordinator_down: false,
-            check_owners: true,
-        }
-    }
-
-    fn add(&mut self, cfg: ClassicConfig) -> usize {
-        let i = self.clients.len();
-        let mut net = Net::new();
-        net.clock = self.clock;
-        self.clients.push(Client {
-            member: ClassicMember::new(cfg, sim::jitter(200 + i as u32)),
-            net,
-            cluster: Cluster::new(cluster_config()),
-            coordinator: Coordinator::new(
-                "g",
-                sim::retry_backoff(),
-                secs(30),
-                sim::jitter(100 + i as u32),
-            ),
-            alive: true,
-            versions: sim::all_versions(),
-            pending: None,
-            callbacks: Vec::new(),
-            errors: Vec::new(),
-            identities: Vec::new(),
-            lefts: 0,
-            callback_delay: Some(Duration::ZERO),
-            polling: true,
-            intercept: false,
-            intercepted: Vec::new(),
-            inject: Vec::new(),
-            in_flight: BTreeMap::new(),
-            sent: Vec::new(),
-            finds: 0,
-        });
-        i
-    }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    fn c(&mut self, i: usize) -> &mut Client {
-        &mut self.clients[i]
-    }
-
-    fn subscribe(&mut self, i: usize, topics: &[&str]) {
-        let now = self.now();
-        let sub = Subscription::Topics(topics.iter().map(|t| (*t).to_owned()).collect());
-        self.clients[i].member.subscribe(sub, now);
-        self.drain_events(i);
-    }
-
-    /// The user thread leaves: it gives up what it holds first, then calls `leave`.
-    fn leave(&mut self, i: usize) {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        c.pending = None;
-        c.member.leave(now);
-        self.drain_events(i);
-    }
-
-    /// The user thread answers its outstanding callback.
-    fn finish_callback(&mut self, i: usize) {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        let p = c.pending.take().expect("a callback is outstanding");
-        c.member.callback_done(p.token, now);
-        self.drain_events(i);
-    }
-
-    // ----- one instant --------------------------------------------------------------
-
-    /// One round of client `i`'s loop; whether anything happened.
-    fn step(&mut self, i: usize) -> bool {
-        if !self.clients[i].alive {
-            return false;
-        }
-        let now = self.now();
-        let mut busy = false;
-        {
-            let c = &mut self.clients[i];
-            c.net.clock.advance_to(now);
-            if c.polling {
-                c.member.user_polled(now);
-            }
-            if c.pending
-                .as_ref()
-                .is_some_and(|p| p.due.is_some_and(|d| d <= now))
-            {
-                let p = c.pending.take().expect("checked");
-                c.member.callback_done(p.token, now);
-                busy = true;
-            }
-            c.member.handle_timeout(now, &mut c.cluster);
-            c.cluster.handle_timeout(now, &c.net.links);
-        }
-        busy |= self.drain_events(i);
-        let mut outgoing = Vec::new();
-        {
-            let c = &mut self.clients[i];
-            c.net.links.begin_round();
-            c.coordinator.begin_round();
-            while let Some(t) =
-                c.member
-                    .poll_transmit(now, &mut c.net.links, &mut c.coordinator, &mut c.cluster)
-            {
-                c.net.sent(&t);
-                outgoing.push(t);
-                assert!(outgoing.len() < 10, "requests without end in one round");
-            }
-            if let Some(t) = c
-                .coordinator
-                .poll_transmit(now, &mut c.net.links, &mut c.cluster)
-            {
-                c.net.sent(&t);
-                c.finds += 1;
-                let body = self.broker.answer(&t);
-                c.net.answered(t.route);
-                c.coordinator.handle_response(
-                    t.tag.id,
-                    t.version,
-                    &body,
-                    now,
-                    &mut c.net.links,
-                    &mut c.cluster,
-                );
-                busy = true;
-            }
-            while let Some(t) = c.cluster.poll_transmit(now, &mut c.net.links) {
-                c.net.sent(&t);
-                let body = self.broker.answer(&t);
-                c.net.answered(t.route);
-                c.cluster
-                    .handle_response(t.tag.id, t.version, &body, now, &mut c.net.links);
-                busy = true;
-            }
-        }
-        let closes = self.clients[i].net.links.take_close_requests();
-        for (route, why) in closes {
-            self.close(i, route, &why);
-            busy = true;
-        }
-        busy |= self.connect(i);
-        for t in outgoing {
-            self.route(i, t);
-            busy = true;
-        }
-        busy |= self.drain_events(i);
-        busy
-    }
-
-    /// Starts (and completes at once) the connects client `i` wants.
-    fn connect(&mut self, i: usize) -> bool {
-        let now = self.now();
-        let down = self.coordinator_down;
-        let c = &mut self.clients[i];
-        let due = c.net.links.connects_due(now);
-        for r in &due {
-            let refused = down && r.peer == Peer::Node(NodeId(COORD));
-            if refused {
-                c.net
-                    .links
-                    .on_closed(*r, "connection refused", now, &mut c.net.jitter);
-                if let Peer::Node(n) = r.peer {
-                    if matches!(r.lane, Lane::Group | Lane::Join) {
-                        c.coordinator.link_failed(n, "connection refused", now);
-                    }
-                }
-            } else {
-                c.net.links.on_ready(*r, c.versions.clone());
-            }
-        }
-        !due.is_empty()
-    }
-
-    /// Client `i`'s link `route` closes: its requests on it fail.
-    fn close(&mut self, i: usize, route: Route, why: &str) {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        c.net.close(route, why);
-        let ids: Vec<u64> = c
-            .in_flight
-            .iter()
-            .filter(|(_, r)| **r == route)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            c.in_flight.remove(&id);
-            c.member.handle_failure(
-                id,
-                &Failure::Disconnected(why.to_owned()),
-                now,
-                &mut c.coordinator,
-            );
-        }
-        c.intercepted.retain(|t| t.route != route);
-        self.group.disconnect(i);
-        self.replies
-            .retain(|r| !(r.client == i && r.route == route));
-        self.drain_events(i);
-    }
-
-    /// A request of client `i` goes to the coordinator (or to the test).
-    fn route(&mut self, i: usize, t: Transmit) {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        c.sent.push((t.api_key, now, t.route));
-        c.in_flight.insert(t.tag.id, t.route);
-        if let Some(k) = c
-            .inject
-            .iter()
-            .position(|(api, _, n)| *api == t.api_key && n.is_none_or(|n| n > 0))
-        {
-            let code = c.inject[k].1;
-            if let Some(n) = &mut c.inject[k].2 {
-                *n -= 1;
-            }
-            self.replies.push(error_reply(i, &t, code));
-            return;
-        }
-        if c.intercept {
-            c.intercepted.push(t);
-            return;
-        }
-        self.group.handle(i, &t, now);
-        self.replies.extend(self.group.take_replies());
-    }
-
-    /// Delivers the answers on their way.
-    fn deliver(&mut self) -> bool {
-        let now = self.now();
-        let mut replies = std::mem::take(&mut self.replies);
-        replies.extend(self.group.take_replies());
-        let mut busy = false;
-        for r in replies {
-            let c = &mut self.clients[r.client];
-            if !c.alive || c.in_flight.remove(&r.id).is_none() {
-                continue;
-            }
-            c.net.answered(r.route);
-            c.member.handle_response(
-                r.id,
-                r.version,
-                &r.body,
-                now,
-                &mut c.net.links,
-                &mut c.coordinator,
-                &mut c.cluster,
-            );
-            self.drain_events(r.client);
-            busy = true;
-        }
-        busy
-    }
-
-    /// Takes client `i`'s events: callbacks go to its user thread.
-    fn drain_events(&mut self, i: usize) -> bool {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        let mut any = false;
-        while let Some(e) = c.member.poll_event() {
-            any = true;
-            match e {
-                MemberEvent::Callback {
-                    token,
-                    kind,
-                    partitions,
-                    owned,
-                } => {
-                    assert!(c.pending.is_none(), "two callbacks outstanding");
-                    c.callbacks.push((kind, partitions.clone(), owned.clone()));
-                    c.pending = Some(Pending {
-                        token,
-                        kind,
-                        partitions,
-                        owned,
-                        due: c.callback_delay.map(|d| now + d),
-                    });
-                }
-                MemberEvent::Identity(id) => c.identities.push(id),
-                MemberEvent::Error { error, fatal } => c.errors.push((error, fatal)),
-                MemberEvent::Left => c.lefts += 1,
-            }
-        }
-        any
-    }
-
-    /// Runs every client until nothing more happens at this instant.
-    fn settle(&mut self) {
-        for _ in 0..500 {
-            let now = self.now();
-            self.group.tick(now);
-            self.replies.extend(self.group.take_replies());
-            let mut busy = false;
-            for i in 0..self.clients.len() {
-                busy |= self.step(i);
-                if self.check_owners {
-                    self.assert_single_owners();
-                }
-            }
-            busy |= self.deliver();
-            if self.check_owners {
-                self.assert_single_owners();
-            }
-            if !busy {
-                return;
-            }
-        }
-        panic!("still busy after 500 rounds at one instant: a busy loop");
-    }
-
-    /// The next instant anything has something to do (never a passed one).
-    fn next_timer(&self) -> Option<Instant> {
-        let now = self.now();
-        let mut next = self.group.next_deadline(now);
-        let mut at = |t: Option<Instant>| {
-            if let Some(t) = t.filter(|t| *t > now) {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        for c in self.clients.iter().filter(|c| c.alive) {
-            let m = c.member.poll_timeout(now);
-            assert!(
-                m.is_none_or(|t| t > now),
-                "poll_timeout named a passed instant"
-            );
-            at(m);
-            at(c.coordinator.poll_timeout(now));
-            at(c.cluster.poll_timeout(now));
-            at(c.net.links.poll_timeout(now));
-            at(c.pending.as_ref().and_then(|p| p.due));
-        }
-        next
-    }
-
-    /// Runs the simulation for `d`.
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now() + d;
-        loop {
-            self.settle();
-            match self.next_timer().filter(|t| *t <= end) {
-                Some(t) => {
-                    self.clock.advance_to(t);
-                }
-                None => {
-                    self.clock.advance_to(end);
-                    self.settle();
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Runs until `done` holds (checked at every instant), at most `limit`.
-    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Rig) -> bool) {
-        let end = self.now() + limit;
-        loop {
-            self.settle();
-            if done(self) {
-                return;
-            }
-            let next = self.next_timer().filter(|t| *t <= end);
-            match next {
-                Some(t) => {
-                    self.clock.advance_to(t);
-                }
-                None => panic!("not done within {limit:?}"),
-            }
-        }
-    }
-
     /// Whether every live subscribed client is stable with no callback outstanding.
     fn all_stable(&self) -> bool {
         self.clients
@@ -552,45 +162,17 @@ impl Rig {
 
     /// The next request of api `api` client `i` sent (intercepted), within `limit`.
     fn next_request(&mut self, i: usize, api: i16, limit: Duration) -> Transmit {
-        let end = self.now() + limit;
-        loop {
-            self.settle();
-            let c = &mut self.clients[i];
-            if let Some(k) = c.intercepted.iter().position(|t| t.api_key == api) {
-                return c.intercepted.remove(k);
-            }
-            match self.next_timer().filter(|t| *t <= end) {
-                Some(t) => {
-                    self.clock.advance_to(t);
-                }
-                None => panic!("no request of api {api} within {limit:?}"),
-            }
-        }
+        self.next_request_where(i, limit, |t| t.api_key == api)
     }
 
     /// Answers intercepted request `t` of client `i` with `body`.
     fn answer(&mut self, i: usize, t: &Transmit, body: Vec<u8>) {
-        self.replies.push(Reply {
-            client: i,
-            route: t.route,
-            id: t.tag.id,
-            version: t.version,
-            body,
-        });
-        self.settle();
+        self.answer_body(i, t, body);
     }
 
     /// Answers intercepted request `t` of client `i` with error `code`.
     fn answer_error(&mut self, i: usize, t: &Transmit, code: ErrorCode) {
-        self.replies.push(error_reply(i, t, code));
-        self.settle();
-    }
-
-    /// Hands intercepted request `t` of client `i` to the group coordinator.
-    fn pass(&mut self, i: usize, t: &Transmit) {
-        let now = self.now();
-        self.group.handle(i, t, now);
-        self.replies.extend(self.group.take_replies());
+        self.push_answer(error_reply(i, t, code));
         self.settle();
     }
 
@@ -611,7 +193,7 @@ impl Rig {
 
 /// The answer to `t` with error `code` (MEMBER_ID_REQUIRED carries the member id
 /// `injected`).
-fn error_reply(i: usize, t: &Transmit, code: ErrorCode) -> Reply {
+fn error_reply(i: usize, t: &Transmit, code: ErrorCode) -> Answer {
     let h = Held::of(i, t);
     let c = code.code();
     match t.api_key {
@@ -705,7 +287,7 @@ fn rebalance(r: &mut Rig) -> Transmit {
 // ----- joining ------------------------------------------------------------------------
 
 #[test]
-fn a_single_member_joins_leads_with_range_and_then_only_heartbeats_at_the_interval() {
+fn unsubscribed_to_stable_a_single_member_joins_leads_with_range_and_heartbeats_at_the_interval() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.c(0).intercept = true;
@@ -1135,35 +717,11 @@ fn fatal_cases() -> Vec<(ErrorCode, &'static [&'static str])> {
 /// Checks that client 0 stopped for good with one fatal `code` naming `words`, and sends
 /// nothing for a minute.
 fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
-    let c = &r.clients[0];
-    assert!(c.member.is_fatal(), "{code}");
-    let fatal: Vec<&(Error, bool)> = c.errors.iter().filter(|(_, f)| *f).collect();
-    assert_eq!(fatal.len(), 1, "{code}: {:?}", c.errors);
-    let e = &fatal[0].0;
-    assert_eq!(e.kafka_code(), Some(code.code()), "{e}");
-    assert!(!e.is_retriable(), "{e}");
-    let text = e.to_string();
-    assert!(text.contains("group g"), "{text}");
-    for w in words {
-        assert!(text.contains(w), "{code}: {text:?} lacks {w:?}");
-    }
-    assert!(
-        c.identities
-            .last()
-            .is_none_or(|id| *id == Identity::Outsider),
-        "{code}: commits no longer speak for the member: {:?}",
-        c.identities
-    );
-    let sent = c.sent.len();
-    r.c(0).intercept = false;
-    r.run_for(secs(60));
-    let c = &r.clients[0];
-    assert_eq!(c.sent.len(), sent, "{code}: nothing after a fatal error");
-    assert_eq!(c.member.poll_timeout(r.now()), None);
+    r.assert_fatal(0, code, words);
 }
 
 #[test]
-fn fatal_join_errors_stop_the_member_with_a_message_naming_the_setting() {
+fn await_join_to_fatal_on_a_fatal_join_error_with_a_message_naming_the_setting() {
     for (code, words) in fatal_cases() {
         let mut r = Rig::new(&[("t", 3)]);
         r.add(config(range()));
@@ -1179,7 +737,7 @@ fn fatal_join_errors_stop_the_member_with_a_message_naming_the_setting() {
 fn an_unexpected_join_error_is_reported_once_and_retried_with_backoff() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
-    r.c(0).inject = vec![(
+    r.c(0).ext.inject = vec![(
         JoinGroupRequest::KEY,
         ErrorCode::UNKNOWN_SERVER_ERROR,
         Some(5),
@@ -1335,7 +893,7 @@ fn heartbeats_continue_while_awaiting_sync_and_rebalance_in_progress_is_ignored_
 }
 
 #[test]
-fn fatal_sync_errors_stop_the_member() {
+fn await_sync_to_fatal_on_a_fatal_sync_error() {
     for (code, words) in fatal_cases() {
         if !matches!(
             code,
@@ -1452,7 +1010,7 @@ fn malformed_join_and_sync_answers_close_the_link_and_rejoin_after_a_backoff() {
 // ----- errors: Heartbeat --------------------------------------------------------------
 
 #[test]
-fn heartbeat_rebalance_in_progress_revokes_everything_first_when_eager() {
+fn stable_revokes_everything_before_rejoining_on_heartbeat_rebalance_in_progress_when_eager() {
     let mut r = stable_member(range());
     let j = rebalance(&mut r);
     let (_, sub) = subscription_of(&j);
@@ -1465,7 +1023,8 @@ fn heartbeat_rebalance_in_progress_revokes_everything_first_when_eager() {
 }
 
 #[test]
-fn heartbeat_rebalance_in_progress_keeps_the_partitions_when_cooperative() {
+fn stable_keeps_the_partitions_while_rejoining_on_heartbeat_rebalance_in_progress_when_cooperative()
+{
     let mut r = stable_member(cooperative());
     let j = rebalance(&mut r);
     let (_, sub) = subscription_of(&j);
@@ -1562,7 +1121,7 @@ fn heartbeat_load_in_progress_and_a_lost_link_retry_after_a_backoff() {
 }
 
 #[test]
-fn fatal_heartbeat_errors_stop_the_member() {
+fn stable_to_fatal_on_a_fatal_heartbeat_error() {
     for code in [
         ErrorCode::FENCED_INSTANCE_ID,
         ErrorCode::GROUP_AUTHORIZATION_FAILED,
@@ -1607,7 +1166,7 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
         member_id: MemberId::new("c0-001"),
     });
     r.clients[0].in_flight.insert(999, hb2.route);
-    r.replies.push(Reply {
+    r.push_answer(Answer {
         id: 999,
         ..error_reply(0, &hb2, ErrorCode::ILLEGAL_GENERATION)
     });
@@ -1812,7 +1371,7 @@ fn a_second_consumer_with_the_same_instance_id_fences_the_first() {
     let mut r = Rig::new(&[("t", 2)]);
     // The fenced one holds its partitions until it hears it was fenced: a zombie, as with
     // Kafka; this test is not about single ownership.
-    r.check_owners = false;
+    r.check = false;
     r.add(static_config(range(), "host-a"));
     r.subscribe(0, &["t"]);
     r.settle();
@@ -1878,7 +1437,7 @@ fn in_a_leaderless_group_the_assignment_comes_from_sync_group() {
 // ----- callbacks, leaving ---------------------------------------------------------------
 
 #[test]
-fn nothing_proceeds_before_the_callback_is_answered_and_a_stale_token_is_ignored() {
+fn await_callback_holds_until_the_callback_is_answered_and_ignores_a_stale_token() {
     let mut r = stable_member(range());
     r.c(0).callback_delay = None;
     let hb = r.next_request(0, HeartbeatRequest::KEY, secs(4));
@@ -2014,7 +1573,7 @@ fn no_error_turns_into_a_busy_loop() {
             r.add(config(cooperative()));
             r.subscribe(0, &["t"]);
             r.settle();
-            r.c(0).inject = vec![(api, code, None)];
+            r.c(0).ext.inject = vec![(api, code, None)];
             let start = r.now();
             r.run_for(secs(60));
             let c = &r.clients[0];

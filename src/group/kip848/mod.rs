@@ -149,7 +149,7 @@ enum State {
 
 /// A state's name, for logs and the transition check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Unsubscribed,
     Joining,
     Reconciling,
@@ -829,9 +829,6 @@ fn new_member_id(seed: &[u8; 16], jitter: &mut dyn Jitter) -> MemberId {
     }
     MemberId::new(crate::sasl::base64::encode_url(&bytes))
 }
-
-#[cfg(test)]
-mod sim;
 
 #[cfg(test)]
 mod tests;

@@ -1,29 +1,28 @@
-//! Deterministic tests of the KIP-848 member: simulated clock, links and brokers
-//! (`crate::sim`), a simulated KIP-848 group coordinator that runs the real protocol for
-//! several members (`sim`), and a simulated user thread per member that answers
-//! its callbacks (at once, after a delay, or when the test says). After every step the rig
+//! Deterministic tests of the KIP-848 member on the shared rig (`crate::group::sim`):
+//! simulated clock, links and brokers, the simulated KIP-848 group coordinator that runs
+//! the real protocol for several members (`group::sim::kip848`), and a simulated user
+//! thread per member that answers its callbacks (at once, after a delay, or when the test
+//! says). Through the hooks of `RigMember for Kip848Member`, after every step the rig
 //! checks the member's invariants (`Rig::check_state`), and every heartbeat as it goes out
 //! (`Rig::check_request`).
 
 use std::collections::BTreeMap;
 
-use super::sim::{Parts, SimConsumerGroup, SimState};
 use super::*;
 use crate::backoff::XorShift;
 #[cfg(feature = "regex")]
 use crate::group::member::TopicPattern;
-use crate::link::{Lane, Peer, Route, Versions};
+use crate::group::sim::kip848::{sanitize, Parts, SimConsumerGroup, SimState};
+use crate::group::sim::{self as sim_rig, RigMember, COORD};
+use crate::link::{Lane, Route, Versions};
 use crate::protocol::api::consumer_group_heartbeat::{
     Assignment, ConsumerGroupHeartbeatResponse, TopicPartitions, LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
-use crate::sim::{self, cluster_config, ms, request, tp, Clock, Net, SimBroker};
+use crate::sim::{self, ms, request, tp, SimBroker};
 use crate::types::NodeId;
-
-/// The group coordinator's broker.
-const COORD: i32 = 2;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -78,23 +77,12 @@ fn set(v: Vec<TopicPartition>) -> BTreeSet<TopicPartition> {
     v.into_iter().collect()
 }
 
-fn topics(names: &[&str]) -> Subscription {
-    Subscription::Topics(names.iter().map(|t| (*t).to_owned()).collect())
-}
-
-/// A callback the simulated user thread has not answered yet.
-#[derive(Debug, Clone)]
-struct Pending {
-    token: CallbackToken,
-    kind: CallbackKind,
-    partitions: Vec<TopicPartition>,
-    /// When the user thread answers it (`None`: when the test says).
-    due: Option<Instant>,
-}
+type Rig = sim_rig::Rig<Kip848Member, SimConsumerGroup>;
+type Client = sim_rig::Client<Kip848Member, SimConsumerGroup>;
 
 /// One heartbeat a member sent.
 #[derive(Debug, Clone)]
-struct Sent {
+pub(crate) struct Sent {
     at: Instant,
     version: i16,
     req: ConsumerGroupHeartbeatRequest,
@@ -108,48 +96,95 @@ impl Sent {
     }
 }
 
-/// One consumer: the member, its links, metadata and coordinator, and its user thread.
-struct Client {
-    member: Kip848Member,
-    net: Net,
-    cluster: Cluster,
-    coordinator: Coordinator,
-    /// Whether the rig drives it (a "crashed" client is not).
-    alive: bool,
-    versions: Versions,
-    pending: Option<Pending>,
-    /// Every callback: kind, partitions, owned afterwards, when.
-    callbacks: Vec<(
-        CallbackKind,
-        Vec<TopicPartition>,
-        Vec<TopicPartition>,
-        Instant,
-    )>,
-    /// When each callback was answered.
-    answered: Vec<Instant>,
-    errors: Vec<(Error, bool)>,
-    identities: Vec<Identity>,
-    lefts: usize,
-    /// How long the user thread takes to answer a callback (`None`: the test answers).
-    callback_delay: Option<Duration>,
-    /// Whether the application calls poll.
-    polling: bool,
-    /// Heartbeats are kept for the test instead of going to the coordinator.
-    intercept: bool,
-    intercepted: Vec<Transmit>,
-    /// The answers to its next heartbeats are lost (they time out).
-    lose: usize,
-    /// How long the coordinator's answers take to arrive.
-    answer_delay: Duration,
-    /// Requests awaiting an answer: route, whether it is a leave, and the member's
-    /// `joins` when it was sent.
-    in_flight: BTreeMap<u64, (Route, bool, u64)>,
-    /// Every heartbeat the member sent.
-    sent: Vec<Sent>,
-    finds: usize,
-    metadata: usize,
-    /// What happened, for failure messages.
-    log: Vec<String>,
+/// The KIP-848 member on the rig: every heartbeat is checked as it goes out
+/// (`Rig::check_request`) and the member's invariants after every step
+/// (`Rig::check_state`).
+impl RigMember<SimConsumerGroup> for Kip848Member {
+    type Config = Kip848Config;
+    type Kind = Kind;
+    type Sent = Sent;
+    type Ext = InFlight;
+
+    fn create(cfg: Kip848Config, i: usize) -> Kip848Member {
+        Kip848Member::new(cfg, sim::jitter(200 + i as u32))
+    }
+
+    fn versions() -> Versions {
+        versions(Some(1))
+    }
+
+    fn state_kind(&self) -> Kind {
+        self.state()
+    }
+
+    fn record(t: &Transmit, now: Instant) -> Sent {
+        Sent {
+            at: now,
+            version: t.version,
+            req: hb(t),
+        }
+    }
+
+    /// Checks what a heartbeat carries against what the user thread holds, and that no
+    /// second heartbeat goes while one is in flight.
+    fn on_send(r: &mut Rig, i: usize, t: &Transmit) -> Option<sim_rig::Answer> {
+        let req = hb(t);
+        if r.check {
+            r.check_request(i, &req);
+        }
+        let at = r.now() - r.clock_start;
+        let c = &mut r.clients[i];
+        let leave = req.member_epoch < 0;
+        let joins = c.member.heartbeats.joins();
+        let in_flight = &c.in_flight;
+        c.ext.marks.retain(|id, _| in_flight.contains_key(id));
+        if !leave {
+            // Those from before a rejoin or leave the member no longer waits for.
+            assert!(
+                c.ext.marks.values().all(|(l, j)| *l || *j != joins),
+                "client {i}: a second heartbeat while one is in flight"
+            );
+        }
+        c.log.push(format!(
+            "{at:?} sent {} epoch {} rto {} names {:?} owned {:?} (state {:?})",
+            t.tag.id,
+            req.member_epoch,
+            req.rebalance_timeout_ms,
+            req.subscribed_topic_names,
+            req.topic_partitions,
+            c.member.state()
+        ));
+        c.ext.marks.insert(t.tag.id, (leave, joins));
+        None
+    }
+
+    fn describe_answer(id: u64, version: i16, body: &[u8]) -> Option<String> {
+        let resp =
+            crate::protocol::frame::decode_response::<ConsumerGroupHeartbeatRequest>(body, version);
+        Some(match resp {
+            Ok(resp) => format!(
+                "answer {id}: error {} epoch {} assignment {:?}",
+                resp.error_code,
+                resp.member_epoch,
+                resp.assignment.map(|a| a.topic_partitions)
+            ),
+            Err(e) => format!("answer {id}: {e}"),
+        })
+    }
+
+    fn check(r: &Rig) {
+        r.check_state();
+    }
+
+    fn describe(r: &Rig) -> String {
+        r.describe()
+    }
+}
+
+/// Heartbeats sent and maybe in flight: whether a leave, and the member's `joins` then.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    marks: BTreeMap<u64, (bool, u64)>,
 }
 
 impl Client {
@@ -161,10 +196,6 @@ impl Client {
         self.member.user_owned().into_iter().collect()
     }
 
-    fn kinds(&self) -> Vec<CallbackKind> {
-        self.callbacks.iter().map(|c| c.0).collect()
-    }
-
     fn last_sent(&self) -> &Sent {
         self.sent.last().expect("a heartbeat was sent")
     }
@@ -174,153 +205,7 @@ impl Client {
     }
 }
 
-/// An answer on its way.
-#[derive(Debug)]
-struct Reply {
-    client: usize,
-    route: Route,
-    id: u64,
-    version: i16,
-    /// None: lost (the request times out at `due`).
-    body: Option<Vec<u8>>,
-    due: Instant,
-}
-
-/// Several clients, the brokers, and the group coordinator.
-struct Rig {
-    clock: Clock,
-    broker: SimBroker,
-    group: SimConsumerGroup,
-    clients: Vec<Client>,
-    replies: Vec<Reply>,
-    /// The coordinator refuses connections.
-    coordinator_down: bool,
-    /// Checks the invariants after every step.
-    check: bool,
-    clock_start: Instant,
-    /// Every member state seen between steps.
-    seen: Vec<Kind>,
-}
-
-fn topics_of(broker: &SimBroker) -> BTreeMap<String, (Uuid, i32)> {
-    broker
-        .topics
-        .iter()
-        .map(|(n, t)| (n.clone(), (t.id, t.parts.len() as i32)))
-        .collect()
-}
-
 impl Rig {
-    /// Brokers 1 to 3 (the coordinator is broker 2) with topics of the given sizes.
-    fn new(topics: &[(&str, i32)]) -> Rig {
-        let mut broker = SimBroker::new(&[1, 2, 3]);
-        for (name, n) in topics {
-            broker = broker.topic(name, &vec![1; *n as usize], 100);
-        }
-        broker.coordinator = COORD;
-        let group = SimConsumerGroup::new("g", topics_of(&broker));
-        let clock = Clock::new();
-        Rig {
-            clock,
-            broker,
-            group,
-            clients: Vec::new(),
-            replies: Vec::new(),
-            coordinator_down: false,
-            check: true,
-            clock_start: clock.now(),
-            seen: Vec::new(),
-        }
-    }
-
-    fn add(&mut self, cfg: Kip848Config) -> usize {
-        let i = self.clients.len();
-        let mut net = Net::new();
-        net.clock = self.clock;
-        self.clients.push(Client {
-            member: Kip848Member::new(cfg, sim::jitter(200 + i as u32)),
-            net,
-            cluster: Cluster::new(cluster_config()),
-            coordinator: Coordinator::new(
-                "g",
-                sim::retry_backoff(),
-                secs(30),
-                sim::jitter(100 + i as u32),
-            ),
-            alive: true,
-            versions: versions(Some(1)),
-            pending: None,
-            callbacks: Vec::new(),
-            answered: Vec::new(),
-            errors: Vec::new(),
-            identities: Vec::new(),
-            lefts: 0,
-            callback_delay: Some(Duration::ZERO),
-            polling: true,
-            intercept: false,
-            intercepted: Vec::new(),
-            lose: 0,
-            answer_delay: Duration::ZERO,
-            in_flight: BTreeMap::new(),
-            sent: Vec::new(),
-            finds: 0,
-            metadata: 0,
-            log: Vec::new(),
-        });
-        i
-    }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    fn c(&mut self, i: usize) -> &mut Client {
-        &mut self.clients[i]
-    }
-
-    fn subscribe(&mut self, i: usize, names: &[&str]) {
-        self.subscribe_to(i, topics(names));
-    }
-
-    fn subscribe_to(&mut self, i: usize, sub: Subscription) {
-        let now = self.now();
-        let at = now - self.clock_start;
-        let c = &mut self.clients[i];
-        c.log
-            .push(format!("{at:?} subscribe {sub:?} (state {:?})", c.state()));
-        c.member.subscribe(sub, now);
-        self.drain_events(i);
-    }
-
-    /// The user thread leaves: it gives up what it holds first, then calls `leave`.
-    fn leave(&mut self, i: usize) {
-        let now = self.now();
-        let at = now - self.clock_start;
-        let c = &mut self.clients[i];
-        c.log.push(format!("{at:?} leave (state {:?})", c.state()));
-        c.pending = None;
-        c.member.leave(now);
-        self.saw(i);
-        self.drain_events(i);
-    }
-
-    fn saw(&mut self, i: usize) {
-        let st = self.clients[i].state();
-        if !self.seen.contains(&st) {
-            self.seen.push(st);
-        }
-    }
-
-    /// The user thread answers its outstanding callback.
-    fn finish_callback(&mut self, i: usize) {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        let p = c.pending.take().expect("a callback is outstanding");
-        c.member.callback_done(p.token, now);
-        c.answered.push(now);
-        self.drain_events(i);
-    }
-
     /// A topic the coordinator knows but the brokers' metadata does not show yet.
     fn create_topic_unpublished(&mut self, name: &str, n: i32) -> Uuid {
         let id = Uuid([0x40 + self.group.topics.len() as u8; 16]);
@@ -340,376 +225,6 @@ impl Rig {
                     100,
                 );
                 self.broker.topics.get_mut(&name).expect("added").id = id;
-            }
-        }
-    }
-
-    // ----- one instant --------------------------------------------------------------
-
-    /// One round of client `i`'s loop; whether anything happened.
-    fn step(&mut self, i: usize) -> bool {
-        if !self.clients[i].alive {
-            return false;
-        }
-        let now = self.now();
-        let mut busy = false;
-        {
-            let c = &mut self.clients[i];
-            c.net.clock.advance_to(now);
-            if c.polling {
-                c.member.user_polled(now);
-            }
-            if c.pending
-                .as_ref()
-                .is_some_and(|p| p.due.is_some_and(|d| d <= now))
-            {
-                let p = c.pending.take().expect("checked");
-                c.member.callback_done(p.token, now);
-                c.answered.push(now);
-                busy = true;
-            }
-            c.member.handle_timeout(now, &mut c.cluster);
-            c.cluster.handle_timeout(now, &c.net.links);
-        }
-        busy |= self.drain_events(i);
-        let mut outgoing = Vec::new();
-        {
-            let c = &mut self.clients[i];
-            c.net.links.begin_round();
-            c.coordinator.begin_round();
-            while let Some(t) =
-                c.member
-                    .poll_transmit(now, &mut c.net.links, &mut c.coordinator, &mut c.cluster)
-            {
-                c.net.sent(&t);
-                outgoing.push(t);
-                assert!(outgoing.len() < 10, "requests without end in one round");
-            }
-            if let Some(t) = c
-                .coordinator
-                .poll_transmit(now, &mut c.net.links, &mut c.cluster)
-            {
-                c.net.sent(&t);
-                c.finds += 1;
-                let body = self.broker.answer(&t);
-                c.net.answered(t.route);
-                c.coordinator.handle_response(
-                    t.tag.id,
-                    t.version,
-                    &body,
-                    now,
-                    &mut c.net.links,
-                    &mut c.cluster,
-                );
-                busy = true;
-            }
-            while let Some(t) = c.cluster.poll_transmit(now, &mut c.net.links) {
-                c.net.sent(&t);
-                c.metadata += 1;
-                let body = self.broker.answer(&t);
-                c.net.answered(t.route);
-                c.cluster
-                    .handle_response(t.tag.id, t.version, &body, now, &mut c.net.links);
-                busy = true;
-            }
-        }
-        let closes = self.clients[i].net.links.take_close_requests();
-        for (route, why) in closes {
-            self.close(i, route, &why);
-            busy = true;
-        }
-        busy |= self.connect(i);
-        for t in outgoing {
-            self.route(i, t);
-            busy = true;
-        }
-        busy |= self.drain_events(i);
-        busy
-    }
-
-    /// Starts (and completes at once) the connects client `i` wants.
-    fn connect(&mut self, i: usize) -> bool {
-        let now = self.now();
-        let down = self.coordinator_down;
-        let c = &mut self.clients[i];
-        let due = c.net.links.connects_due(now);
-        for r in &due {
-            if down && r.peer == Peer::Node(NodeId(COORD)) {
-                c.net
-                    .links
-                    .on_closed(*r, "connection refused", now, &mut c.net.jitter);
-                if let Peer::Node(n) = r.peer {
-                    if r.lane == Lane::Group {
-                        c.coordinator.link_failed(n, "connection refused", now);
-                    }
-                }
-            } else {
-                c.net.links.on_ready(*r, c.versions.clone());
-            }
-        }
-        !due.is_empty()
-    }
-
-    /// Client `i`'s link `route` closes: its requests on it fail.
-    fn close(&mut self, i: usize, route: Route, why: &str) {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        c.net.close(route, why);
-        let ids: Vec<u64> = c
-            .in_flight
-            .iter()
-            .filter(|(_, (r, _, _))| *r == route)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            c.in_flight.remove(&id);
-            c.member.handle_failure(
-                id,
-                &Failure::Disconnected(why.to_owned()),
-                now,
-                &mut c.coordinator,
-            );
-        }
-        c.intercepted.retain(|t| t.route != route);
-        self.replies
-            .retain(|r| !(r.client == i && r.route == route));
-        self.drain_events(i);
-    }
-
-    /// A heartbeat of client `i` goes to the coordinator (or to the test); checks what
-    /// it carries against what the user thread holds.
-    fn route(&mut self, i: usize, t: Transmit) {
-        let now = self.now();
-        let req = request::<ConsumerGroupHeartbeatRequest>(&t);
-        if self.check {
-            self.check_request(i, &req);
-        }
-        let c = &mut self.clients[i];
-        let leave = req.member_epoch < 0;
-        let joins = c.member.heartbeats.joins();
-        if !leave {
-            // Those from before a rejoin or leave the member no longer waits for.
-            assert!(
-                c.in_flight.values().all(|(_, l, j)| *l || *j != joins),
-                "client {i}: a second heartbeat while one is in flight"
-            );
-        }
-        let start = self.clock_start;
-        c.log.push(format!(
-            "{:?} sent {} epoch {} rto {} names {:?} owned {:?} (state {:?})",
-            now - start,
-            t.tag.id,
-            req.member_epoch,
-            req.rebalance_timeout_ms,
-            req.subscribed_topic_names,
-            req.topic_partitions,
-            c.member.state()
-        ));
-        c.sent.push(Sent {
-            at: now,
-            version: t.version,
-            req,
-        });
-        c.in_flight.insert(t.tag.id, (t.route, leave, joins));
-        if c.intercept {
-            c.intercepted.push(t);
-            return;
-        }
-        self.pass_now(i, &t);
-    }
-
-    /// The coordinator answers `t` of client `i` (the answer may be delayed or lost).
-    fn pass_now(&mut self, i: usize, t: &Transmit) {
-        let now = self.now();
-        let body = self.group.handle(i, t, now);
-        let c = &mut self.clients[i];
-        let (body, due) = if c.lose > 0 {
-            c.lose -= 1;
-            (None, now + t.timeout)
-        } else {
-            (Some(body), now + c.answer_delay)
-        };
-        self.replies.push(Reply {
-            client: i,
-            route: t.route,
-            id: t.tag.id,
-            version: t.version,
-            body,
-            due,
-        });
-    }
-
-    /// Delivers the answers that are due.
-    fn deliver(&mut self) -> bool {
-        let now = self.now();
-        let (due, later): (Vec<Reply>, Vec<Reply>) = std::mem::take(&mut self.replies)
-            .into_iter()
-            .partition(|r| r.due <= now);
-        self.replies = later;
-        let mut busy = false;
-        for r in due {
-            let c = &mut self.clients[r.client];
-            if !c.alive || c.in_flight.remove(&r.id).is_none() {
-                continue;
-            }
-            busy = true;
-            match r.body {
-                Some(body) => {
-                    let resp = crate::protocol::frame::decode_response::<
-                        ConsumerGroupHeartbeatRequest,
-                    >(&body, r.version);
-                    c.log.push(match resp {
-                        Ok(resp) => format!(
-                            "{:?} answer {}: error {} epoch {} assignment {:?}",
-                            now - self.clock_start,
-                            r.id,
-                            resp.error_code,
-                            resp.member_epoch,
-                            resp.assignment.map(|a| a.topic_partitions)
-                        ),
-                        Err(e) => format!("answer {}: {e}", r.id),
-                    });
-                    c.net.answered(r.route);
-                    c.member.handle_response(
-                        r.id,
-                        r.version,
-                        &body,
-                        now,
-                        &mut c.net.links,
-                        &mut c.coordinator,
-                        &mut c.cluster,
-                    );
-                }
-                None => {
-                    c.log.push(format!("answer {}: lost", r.id));
-                    // The loop fails the request and closes its link.
-                    c.member
-                        .handle_failure(r.id, &Failure::TimedOut, now, &mut c.coordinator);
-                    self.close(r.client, r.route, "request timed out");
-                }
-            }
-            self.drain_events(r.client);
-        }
-        busy
-    }
-
-    /// Takes client `i`'s events: callbacks go to its user thread.
-    fn drain_events(&mut self, i: usize) -> bool {
-        let now = self.now();
-        let c = &mut self.clients[i];
-        let mut any = false;
-        while let Some(e) = c.member.poll_event() {
-            any = true;
-            match e {
-                MemberEvent::Callback {
-                    token,
-                    kind,
-                    partitions,
-                    owned,
-                } => {
-                    assert!(c.pending.is_none(), "client {i}: two callbacks outstanding");
-                    c.log.push(format!(
-                        "{:?} {kind} {partitions:?} owned {owned:?}",
-                        now - self.clock_start
-                    ));
-                    c.callbacks.push((kind, partitions.clone(), owned, now));
-                    c.pending = Some(Pending {
-                        token,
-                        kind,
-                        partitions,
-                        due: c.callback_delay.map(|d| now + d),
-                    });
-                }
-                MemberEvent::Identity(id) => c.identities.push(id),
-                MemberEvent::Error { error, fatal } => c.errors.push((error, fatal)),
-                MemberEvent::Left => c.lefts += 1,
-            }
-        }
-        any
-    }
-
-    /// Runs every client until nothing more happens at this instant.
-    fn settle(&mut self) {
-        for _ in 0..500 {
-            let now = self.now();
-            self.group.tick(now);
-            let mut busy = false;
-            for i in 0..self.clients.len() {
-                busy |= self.step(i);
-                self.saw(i);
-                if self.check {
-                    self.check_state();
-                }
-            }
-            busy |= self.deliver();
-            if self.check {
-                self.check_state();
-            }
-            if !busy {
-                return;
-            }
-        }
-        panic!("still busy after 500 rounds at one instant: a busy loop");
-    }
-
-    /// The next instant anything has something to do (never a passed one).
-    fn next_timer(&self) -> Option<Instant> {
-        let now = self.now();
-        let mut next = self.group.next_deadline(now);
-        let mut at = |t: Option<Instant>| {
-            if let Some(t) = t.filter(|t| *t > now) {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        for r in &self.replies {
-            at(Some(r.due));
-        }
-        for c in self.clients.iter().filter(|c| c.alive) {
-            let m = c.member.poll_timeout(now);
-            assert!(
-                m.is_none_or(|t| t > now),
-                "poll_timeout named a passed instant"
-            );
-            at(m);
-            at(c.coordinator.poll_timeout(now));
-            at(c.cluster.poll_timeout(now));
-            at(c.net.links.poll_timeout(now));
-            at(c.pending.as_ref().and_then(|p| p.due));
-        }
-        next
-    }
-
-    /// Runs the simulation for `d`.
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now() + d;
-        loop {
-            self.settle();
-            match self.next_timer().filter(|t| *t <= end) {
-                Some(t) => {
-                    self.clock.advance_to(t);
-                }
-                None => {
-                    self.clock.advance_to(end);
-                    self.settle();
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Runs until `done` holds (checked at every instant), at most `limit`.
-    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Rig) -> bool) {
-        let end = self.now() + limit;
-        loop {
-            self.settle();
-            if done(self) {
-                return;
-            }
-            match self.next_timer().filter(|t| *t <= end) {
-                Some(t) => {
-                    self.clock.advance_to(t);
-                }
-                None => panic!("not done within {limit:?}: {}", self.describe()),
             }
         }
     }
@@ -790,34 +305,13 @@ impl Rig {
 
     /// The next heartbeat client `i` sent (intercepted), within `limit`.
     fn next_request(&mut self, i: usize, limit: Duration) -> Transmit {
-        let end = self.now() + limit;
-        loop {
-            self.settle();
-            let c = &mut self.clients[i];
-            if !c.intercepted.is_empty() {
-                return c.intercepted.remove(0);
-            }
-            match self.next_timer().filter(|t| *t <= end) {
-                Some(t) => {
-                    self.clock.advance_to(t);
-                }
-                None => panic!("no heartbeat within {limit:?}"),
-            }
-        }
+        self.next_request_where(i, limit, |_| true)
     }
 
     /// Answers intercepted heartbeat `t` of client `i` with `resp`.
     fn answer(&mut self, i: usize, t: &Transmit, resp: &ConsumerGroupHeartbeatResponse) {
         let body = sim::response::<ConsumerGroupHeartbeatRequest>(t, resp);
-        self.replies.push(Reply {
-            client: i,
-            route: t.route,
-            id: t.tag.id,
-            version: t.version,
-            body: Some(body),
-            due: self.now(),
-        });
-        self.settle();
+        self.answer_body(i, t, body);
     }
 
     /// Answers intercepted heartbeat `t` of client `i` with error `code`.
@@ -828,12 +322,6 @@ impl Rig {
             ..Default::default()
         };
         self.answer(i, t, &resp);
-    }
-
-    /// Hands intercepted heartbeat `t` of client `i` to the coordinator.
-    fn pass(&mut self, i: usize, t: &Transmit) {
-        self.pass_now(i, t);
-        self.settle();
     }
 
     // ----- checks -----------------------------------------------------------------------
@@ -887,7 +375,7 @@ impl Rig {
             );
         }
         if let Some(tp) = &req.topic_partitions {
-            let reported = self.names(&super::sim::sanitize(tp));
+            let reported = self.names(&sanitize(tp));
             let held = c.owned();
             assert!(
                 held.is_subset(&reported),
@@ -998,7 +486,7 @@ fn assert_partial(req: &ConsumerGroupHeartbeatRequest) {
 // ----- joining and the steady state -----------------------------------------------------
 
 #[test]
-fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbeats_partially() {
+fn joining_to_reconciling_to_acknowledging_to_stable_then_heartbeats_partially() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config());
     r.c(0).intercept = true;
@@ -1031,7 +519,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
     assert_eq!(c.member.epoch(), 1);
     assert_eq!(c.state(), Kind::Reconciling);
     assert_eq!(c.callbacks.len(), 1);
-    let (kind, parts, owned, _) = &c.callbacks[0];
+    let (kind, parts, owned) = &c.callbacks[0];
     assert_eq!(*kind, CallbackKind::Assigned);
     assert_eq!(
         (parts.clone(), owned.clone()),
@@ -1083,7 +571,7 @@ fn a_member_joins_with_a_full_heartbeat_reconciles_acknowledges_and_then_heartbe
 }
 
 #[test]
-fn a_member_assigned_nothing_goes_from_joining_straight_to_stable() {
+fn joining_to_stable_when_the_first_heartbeat_brings_an_empty_assignment() {
     let mut r = Rig::new(&[("t", 1)]);
     r.add(config());
     r.add(config());
@@ -1283,7 +771,7 @@ fn a_broker_without_consumer_group_heartbeat_is_fatal_with_the_classic_hint() {
 // ----- reconciliation -------------------------------------------------------------------
 
 #[test]
-fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_the_callback() {
+fn reconciling_revokes_before_assigning_and_acknowledges_after_the_callback() {
     let mut r = Rig::new(&[("t", 4)]);
     r.add(config());
     r.add(config());
@@ -1296,7 +784,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
 
     let c0 = &r.clients[0];
     assert_eq!(c0.state(), Kind::Reconciling);
-    let (kind, revoked, kept, _) = c0.callbacks.last().unwrap().clone();
+    let (kind, revoked, kept) = c0.callbacks.last().unwrap().clone();
     assert_eq!(kind, CallbackKind::Revoked);
     assert_eq!(revoked.len(), 2);
     assert_eq!(kept.len(), 2);
@@ -1316,7 +804,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     for s in &during {
         assert_eq!(s.req.member_epoch, epoch);
         if let Some(tp) = &s.req.topic_partitions {
-            assert!(set(revoked.clone()).is_subset(&r.names(&super::sim::sanitize(tp))));
+            assert!(set(revoked.clone()).is_subset(&r.names(&sanitize(tp))));
         }
     }
     assert!(r.clients[1].owned().is_empty(), "withheld until released");
@@ -1348,9 +836,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
     let ack = r.clients[0].sent[sent].clone();
     assert_eq!(ack.at, answered, "the acknowledgement goes at once");
     assert_eq!(
-        r.names(&super::sim::sanitize(
-            ack.req.topic_partitions.as_ref().unwrap()
-        )),
+        r.names(&sanitize(ack.req.topic_partitions.as_ref().unwrap())),
         set(kept.clone())
     );
     r.run_until(secs(20), Rig::all_stable);
@@ -1360,7 +846,7 @@ fn a_new_member_makes_the_first_revoke_before_assigning_and_the_ack_waits_for_th
 }
 
 #[test]
-fn a_target_arriving_mid_reconciliation_is_reconciled_after_the_first_is_acknowledged() {
+fn reconciling_a_target_that_arrives_meanwhile_waits_until_the_first_is_acknowledged() {
     let mut r = stable_member();
     r.c(0).callback_delay = None;
     let h = r.next_request(0, secs(6));
@@ -1533,7 +1019,7 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
         let c = &r.clients[0];
         assert_eq!(c.state(), Kind::Fenced, "{code}");
         assert_eq!(c.member.epoch(), 0);
-        let (kind, lost, owned, _) = c.callbacks.last().unwrap();
+        let (kind, lost, owned) = c.callbacks.last().unwrap();
         assert_eq!(*kind, CallbackKind::Lost, "{code}");
         assert_eq!(*lost, tps("t", &[0, 1, 2]));
         assert!(owned.is_empty());
@@ -1563,7 +1049,7 @@ fn fenced_and_unknown_member_lose_the_partitions_and_rejoin_with_epoch_0_and_the
 }
 
 #[test]
-fn a_fencing_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
+fn reconciling_to_fenced_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
     let mut r = stable_member();
     r.c(0).callback_delay = None;
     let h = r.next_request(0, secs(6));
@@ -1578,7 +1064,7 @@ fn a_fencing_during_a_revoke_reports_the_rest_lost_once_the_callback_returns() {
     );
     r.finish_callback(0);
     let c = &r.clients[0];
-    let (kind, lost, _, _) = c.callbacks.last().unwrap();
+    let (kind, lost, _) = c.callbacks.last().unwrap();
     assert_eq!((*kind, lost.clone()), (CallbackKind::Lost, tps("t", &[0])));
     r.finish_callback(0);
     let j = r.next_request(0, secs(1));
@@ -1668,7 +1154,7 @@ fn load_in_progress_retries_with_a_growing_backoff_at_the_same_coordinator_and_f
 }
 
 #[test]
-fn unreleased_instance_id_is_retried_three_times_then_fatal() {
+fn joining_to_fatal_after_unreleased_instance_id_three_times() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(static_config("host-a"));
     r.c(0).intercept = true;
@@ -1771,40 +1257,18 @@ fn fatal_config() -> Kip848Config {
     }
 }
 
-/// Checks that client 0 stopped for good with one fatal `code` naming `words`, and sends
-/// nothing for a minute.
+/// Checks that client 0 stopped for good (Fatal) with one error, fatal `code` naming
+/// `words`, and sends nothing for a minute.
 fn assert_fatal(r: &mut Rig, code: ErrorCode, words: &[&str]) {
     let c = &r.clients[0];
-    assert!(c.member.is_fatal(), "{code}");
     assert_eq!(c.state(), Kind::Fatal);
     assert_eq!(c.errors.len(), 1, "{code}: {:?}", c.errors);
-    let (e, fatal) = &c.errors[0];
-    assert!(*fatal, "{code}");
-    assert_eq!(e.kafka_code(), Some(code.code()), "{e}");
-    assert!(!e.is_retriable(), "{e}");
-    let text = e.to_string();
-    assert!(text.contains("group g"), "{text}");
-    for w in words {
-        assert!(text.contains(w), "{code}: {text:?} lacks {w:?}");
-    }
-    assert!(
-        c.identities
-            .last()
-            .is_none_or(|id| *id == Identity::Outsider),
-        "{code}: commits no longer speak for the member: {:?}",
-        c.identities
-    );
-    let sent = c.sent.len();
-    r.c(0).intercept = false;
-    r.run_for(secs(60));
-    let c = &r.clients[0];
-    assert_eq!(c.sent.len(), sent, "{code}: nothing after a fatal error");
-    assert_eq!(c.errors.len(), 1, "{code}: one error");
-    assert_eq!(c.member.poll_timeout(r.now()), None);
+    r.assert_fatal(0, code, words);
+    assert_eq!(r.clients[0].errors.len(), 1, "{code}: one error");
 }
 
 #[test]
-fn fatal_errors_on_joining_stop_the_member_with_a_message_naming_the_setting() {
+fn joining_to_fatal_on_a_fatal_error_with_a_message_naming_the_setting() {
     for (code, words) in fatal_cases() {
         let mut r = Rig::new(&[("t", 3)]);
         r.add(fatal_config());
@@ -1818,7 +1282,7 @@ fn fatal_errors_on_joining_stop_the_member_with_a_message_naming_the_setting() {
 }
 
 #[test]
-fn fatal_errors_of_a_stable_member_stop_it() {
+fn stable_to_fatal_on_a_fatal_heartbeat_error() {
     for (code, words) in fatal_cases() {
         let mut r = Rig::new(&[("t", 3)]);
         r.group.assignors.push("fancy");
@@ -1988,7 +1452,7 @@ fn leave_before_the_first_answer_sends_the_leave_and_a_leave_when_unsubscribed_s
 // ----- max.poll.interval.ms ---------------------------------------------------------------
 
 #[test]
-fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a_poll() {
+fn stable_to_stale_when_the_poll_interval_expires_loses_the_partitions_and_rejoins_after_a_poll() {
     let mut cfg = config();
     cfg.max_poll_interval = secs(30);
     let mut r = stable_member_with(cfg);
@@ -2005,7 +1469,7 @@ fn an_expired_poll_interval_leaves_loses_the_partitions_and_rejoins_only_after_a
         (leave.at, leave.req.member_epoch),
         (r.now(), LEAVE_GROUP_MEMBER_EPOCH)
     );
-    let (kind, lost, _, _) = c.callbacks.last().unwrap();
+    let (kind, lost, _) = c.callbacks.last().unwrap();
     assert_eq!(
         (*kind, lost.clone()),
         (CallbackKind::Lost, tps("t", &[0, 1, 2]))
@@ -2608,9 +2072,7 @@ fn a_full_heartbeat_during_an_assignment_reports_what_it_adds() {
         .expect("a full heartbeat after the error")
         .clone();
     assert_eq!(
-        r.names(&super::sim::sanitize(
-            full.req.topic_partitions.as_ref().unwrap()
-        )),
+        r.names(&sanitize(full.req.topic_partitions.as_ref().unwrap())),
         set(vec![tp("t", 0), tp("u", 0)])
     );
     assert!(

@@ -33,6 +33,9 @@ use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::encode_response;
 use crate::protocol::message::Bytes;
 use crate::sim::request;
+use crate::sim::SimBroker;
+
+use super::{Answer, SimCoordinator};
 
 /// The classic group states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,19 +66,9 @@ impl Held {
     }
 }
 
-/// An answer for request `id` of client `client`.
-#[derive(Debug, Clone)]
-pub(crate) struct Reply {
-    pub client: usize,
-    pub route: Route,
-    pub id: u64,
-    pub version: i16,
-    pub body: Vec<u8>,
-}
-
 /// The encoded answer `resp` to `h`.
-pub(crate) fn reply<A: Api>(h: Held, resp: &A::Response) -> Reply {
-    Reply {
+pub(crate) fn reply<A: Api>(h: Held, resp: &A::Response) -> Answer {
+    Answer {
         client: h.client,
         route: h.route,
         id: h.id,
@@ -126,7 +119,7 @@ pub(crate) struct SimGroup {
     rebalance_deadline: Option<Instant>,
     sync_deadline: Option<Instant>,
     next_member: u64,
-    replies: Vec<Reply>,
+    replies: Vec<Answer>,
     /// Every completed rebalance.
     pub completed: Vec<Completed>,
 }
@@ -156,7 +149,7 @@ impl SimGroup {
     }
 
     /// Answers ready to go out.
-    pub fn take_replies(&mut self) -> Vec<Reply> {
+    pub fn take_replies(&mut self) -> Vec<Answer> {
         std::mem::take(&mut self.replies)
     }
 
@@ -254,7 +247,7 @@ impl SimGroup {
         true
     }
 
-    fn join_error(h: Held, code: ErrorCode, member_id: &str) -> Reply {
+    fn join_error(h: Held, code: ErrorCode, member_id: &str) -> Answer {
         let resp = JoinGroupResponse {
             error_code: code.code(),
             generation_id: -1,
@@ -567,7 +560,7 @@ impl SimGroup {
         });
     }
 
-    fn sync_error(h: Held, code: ErrorCode) -> Reply {
+    fn sync_error(h: Held, code: ErrorCode) -> Answer {
         let resp = SyncGroupResponse {
             error_code: code.code(),
             ..Default::default()
@@ -714,5 +707,31 @@ impl SimGroup {
             members: answers,
         };
         self.replies.push(reply::<LeaveGroupRequest>(h, &resp));
+    }
+}
+
+impl SimCoordinator for SimGroup {
+    fn for_broker(_: &SimBroker) -> SimGroup {
+        SimGroup::new()
+    }
+
+    fn handle(&mut self, client: usize, t: &Transmit, now: Instant) {
+        SimGroup::handle(self, client, t, now);
+    }
+
+    fn tick(&mut self, now: Instant) {
+        SimGroup::tick(self, now);
+    }
+
+    fn take_answers(&mut self) -> Vec<Answer> {
+        self.take_replies()
+    }
+
+    fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        SimGroup::next_deadline(self, now)
+    }
+
+    fn disconnect(&mut self, client: usize) {
+        SimGroup::disconnect(self, client);
     }
 }

@@ -37,7 +37,9 @@ use crate::protocol::api::consumer_group_heartbeat::{
 };
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
-use crate::sim::{request, response};
+use crate::sim::{request, response, SimBroker};
+
+use super::{Answer, SimCoordinator};
 
 /// Partitions by topic id.
 pub(crate) type Parts = BTreeMap<Uuid, BTreeSet<i32>>;
@@ -106,6 +108,8 @@ pub(crate) struct SimConsumerGroup {
     pub removed: Vec<(String, &'static str)>,
     /// Heartbeats answered (with or without an error).
     pub heartbeats: usize,
+    /// Answers not yet taken by the rig.
+    answers: Vec<Answer>,
 }
 
 fn fail<T>(code: ErrorCode, msg: impl Into<String>) -> Result<T, Failure> {
@@ -164,6 +168,7 @@ impl SimConsumerGroup {
             next_member: 1,
             removed: Vec::new(),
             heartbeats: 0,
+            answers: Vec::new(),
         }
     }
 
@@ -672,5 +677,43 @@ impl SimConsumerGroup {
         m.assigned = assigned;
         m.pending_revocation.clear();
         m.revoke_deadline = None;
+    }
+}
+
+impl SimCoordinator for SimConsumerGroup {
+    fn for_broker(broker: &SimBroker) -> SimConsumerGroup {
+        let topics = broker
+            .topics
+            .iter()
+            .map(|(n, t)| (n.clone(), (t.id, t.parts.len() as i32)))
+            .collect();
+        SimConsumerGroup::new("g", topics)
+    }
+
+    fn handle(&mut self, client: usize, t: &Transmit, now: Instant) {
+        let body = SimConsumerGroup::handle(self, client, t, now);
+        self.answers.push(Answer {
+            client,
+            route: t.route,
+            id: t.tag.id,
+            version: t.version,
+            body,
+        });
+    }
+
+    fn tick(&mut self, now: Instant) {
+        SimConsumerGroup::tick(self, now);
+    }
+
+    fn take_answers(&mut self) -> Vec<Answer> {
+        std::mem::take(&mut self.answers)
+    }
+
+    fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        SimConsumerGroup::next_deadline(self, now)
+    }
+
+    fn check(&self) {
+        SimConsumerGroup::check(self);
     }
 }
