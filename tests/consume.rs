@@ -488,7 +488,7 @@ fn unknown_topics_are_clear_errors() {
 fn an_unreachable_broker_times_out_with_a_clear_error() {
     let cfg = kafka_consumer::ConsumerConfig::new("127.0.0.1:1")
         .default_api_timeout(Duration::from_secs(2));
-    let mut c = kafka_consumer::Consumer::new(cfg).unwrap();
+    let mut c = new_consumer(cfg);
     let e = c.partitions_for("anything").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
 }
@@ -499,7 +499,7 @@ fn a_dead_bootstrap_server_is_skipped_for_the_next_one() {
     Produce::new(&topic, 2, 10).run();
     let cfg = kafka_consumer::ConsumerConfig::new(&format!("127.0.0.1:1,{}", bootstrap()))
         .default_api_timeout(Duration::from_secs(20));
-    let mut c = kafka_consumer::Consumer::new(cfg).unwrap();
+    let mut c = new_consumer(cfg);
     assert_eq!(c.partitions_for(&topic).unwrap(), all_partitions(&topic, 2));
 }
 

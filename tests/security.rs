@@ -120,7 +120,7 @@ fn read_all(consumer: &mut Consumer, topic: &str, partitions: i32, count: u64, l
 
 fn consume_all_over(config: ConsumerConfig, prefix: &str) {
     let topic = topic_with(prefix, 3, 300);
-    let mut c = Consumer::new(config).expect("consumer starts");
+    let mut c = new_consumer(config);
     read_all(&mut c, &topic, 3, 300, Duration::from_secs(60));
     c.close().expect("close");
 }
@@ -259,7 +259,7 @@ fn consumes_over_sasl_ssl_with_oauthbearer_and_refreshes_the_token() {
         .security_protocol(SecurityProtocol::SaslSsl)
         .ssl_ca_file(cert("ca.pem"))
         .sasl_oauthbearer(provider);
-    let mut c = Consumer::new(c).expect("consumer starts");
+    let mut c = new_consumer(c);
     read_all(&mut c, &topic, 2, 200, Duration::from_secs(60));
     // Past two token lifetimes: the provider was asked again ahead of each expiry, and new
     // records still arrive on the re-authenticated connections.
@@ -413,7 +413,7 @@ fn a_blocking_call_fails_with_the_authentication_error_not_at_its_timeout() {
             ("default.api.timeout.ms", "60000"),
         ],
     );
-    let mut c = Consumer::new(c).expect("consumer starts");
+    let mut c = new_consumer(c);
     let start = Instant::now();
     let e = c.partitions_for("any-topic").expect_err("refused login");
     assert_eq!(e.kind(), ErrorKind::Authentication, "{e}");
@@ -649,7 +649,7 @@ fn bob(extra: &[(&str, &str)]) -> Consumer {
         ("sasl.jaas.config", jaas.as_str()),
     ];
     props.extend_from_slice(extra);
-    Consumer::new(config(SASL_PLAINTEXT, &props)).expect("consumer starts")
+    new_consumer(config(SASL_PLAINTEXT, &props))
 }
 
 fn grant(resource: &str, name: &str, operation: &str) {

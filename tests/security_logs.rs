@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kafka_consumer::{
-    Consumer, ConsumerConfig, OAuthBearerTokenProvider, OffsetReset, SecurityProtocol,
-    UnsecuredJwsProvider,
+    ConsumerConfig, OAuthBearerTokenProvider, OffsetReset, SecurityProtocol, UnsecuredJwsProvider,
 };
 
 static CAPTURED: Mutex<String> = Mutex::new(String::new());
@@ -65,7 +64,7 @@ fn cert(name: &str) -> String {
 /// Reads `topic` for a while (or until an error) with `config`; returns errors' texts.
 fn exercise(config: ConsumerConfig, topic: &str) -> String {
     let mut out = format!("{config:?}\n");
-    let mut c = Consumer::new(config).expect("consumer starts");
+    let mut c = new_consumer(config);
     c.assign(&all_partitions(topic, 1)).expect("assign");
     let until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < until {

@@ -331,7 +331,7 @@ pub fn consumer(extra: &[(&str, &str)]) -> Consumer {
     for (k, v) in extra {
         cfg = cfg.set(k, v).expect("valid test config");
     }
-    Consumer::new(cfg).expect("consumer starts")
+    new_consumer(cfg)
 }
 
 pub fn all_partitions(topic: &str, n: i32) -> Vec<TopicPartition> {
@@ -481,6 +481,13 @@ fn io_thread_ids() -> std::collections::HashSet<u32> {
         }
     }
     ids
+}
+
+/// A consumer with `config`. Created like every consumer of the tests (one at a time, each
+/// waiting for its I/O thread to appear), so that [`IoThread::of`] in a test running beside
+/// it can tell which I/O thread is its own.
+pub fn new_consumer(config: kafka_consumer::ConsumerConfig) -> Consumer {
+    IoThread::of(config).0
 }
 
 /// One consumer's I/O thread, to measure the CPU time it uses (Linux `/proc`).
