@@ -722,7 +722,10 @@ fn authenticate_exchange(data: &[u8]) -> SaslOutcome {
     let mut a = Authenticator::new(mechanism, sasl_credentials(mechanism), SASL_NONCE);
     assert_eq!(a.mechanism(), mechanism);
     match a.start(&sasl_versions(max)) {
-        Ok(req) => assert_eq!((req.api_key, req.version), (SaslHandshakeRequest::KEY, 1)),
+        Ok(req) => assert_eq!(
+            (req.api_key, req.version.get()),
+            (SaslHandshakeRequest::KEY, 1)
+        ),
         Err(e) => {
             // Only SCRAM without the `scram` feature cannot start.
             let scram = matches!(
@@ -744,7 +747,7 @@ fn authenticate_exchange(data: &[u8]) -> SaslOutcome {
         match a.handle_response(body) {
             Ok(Step::Send(req)) => {
                 assert_eq!(
-                    (req.api_key, req.version),
+                    (req.api_key, req.version.get()),
                     (SaslAuthenticateRequest::KEY, max)
                 );
                 assert_eq!(req.flexible, max >= SaslAuthenticateRequest::FLEXIBLE_FROM);

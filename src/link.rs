@@ -39,7 +39,7 @@ use crate::protocol::api::{negotiate, Api};
 use crate::protocol::frame::decode_response;
 use crate::protocol::wire::DecodeError;
 use crate::protocol::wire::Writer;
-use crate::types::NodeId;
+use crate::types::{ApiVersion, NodeId, RequestId};
 
 /// The other end of a link: a bootstrap server (by its index in `bootstrap.servers`) or a
 /// broker from the cluster metadata.
@@ -118,7 +118,7 @@ pub(crate) enum Owner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Tag {
     pub owner: Owner,
-    pub id: u64,
+    pub id: RequestId,
 }
 
 /// A request ready to go out: where, what (the encoded body at a negotiated version), and
@@ -127,7 +127,7 @@ pub(crate) struct Tag {
 pub(crate) struct Transmit {
     pub route: Route,
     pub api_key: i16,
-    pub version: i16,
+    pub version: ApiVersion,
     /// Whether the request header is the flexible one (v2).
     pub flexible: bool,
     pub body: Vec<u8>,
@@ -138,8 +138,14 @@ pub(crate) struct Transmit {
 
 impl Transmit {
     /// Encodes `req` at version `version`.
-    pub fn new<A: Api>(route: Route, req: &A, version: i16, tag: Tag, timeout: Duration) -> Self {
-        let v = crate::protocol::frame::version_of::<A>(version);
+    pub fn new<A: Api>(
+        route: Route,
+        req: &A,
+        version: ApiVersion,
+        tag: Tag,
+        timeout: Duration,
+    ) -> Self {
+        let v = crate::protocol::frame::version_of::<A>(version.get());
         let mut w = Writer::with_capacity(64);
         req.write(&mut w, v);
         Transmit {
@@ -188,9 +194,9 @@ impl Versions {
     }
 
     /// The highest version of `A` both sides speak, if any.
-    pub fn pick<A: Api>(&self) -> Option<i16> {
+    pub fn pick<A: Api>(&self) -> Option<ApiVersion> {
         let (lo, hi) = *self.0.get(&A::KEY)?;
-        negotiate::<A>(lo, hi)
+        negotiate::<A>(lo, hi).map(ApiVersion)
     }
 
     /// The broker's range for `A`, for error messages.
@@ -313,11 +319,11 @@ impl Links {
     pub fn decode<A: Api>(
         &mut self,
         route: Route,
-        version: i16,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
     ) -> Result<A::Response, DecodeError> {
-        match decode_response::<A>(body, version) {
+        match decode_response::<A>(body, version.get()) {
             Ok(resp) => {
                 let ms = A::throttle_time_ms(&resp);
                 if ms > 0 {
@@ -450,7 +456,7 @@ mod tests {
         let v = l.ready(r(1), now).expect("ready");
         assert_eq!(
             v.pick::<crate::protocol::api::fetch::FetchRequest>(),
-            Some(17)
+            Some(ApiVersion(17))
         );
     }
 

@@ -2,9 +2,10 @@
 //! without a position ([`OffsetReset`], set by the configuration and followed by the
 //! fetcher), newtypes for the integers and strings that mean different things (a broker's
 //! node id, a partition's leader epoch, the epoch of a position, a request's correlation
-//! id, a classic group's generation, a KIP-848 member epoch, a member id), and who commits
-//! speak for ([`Identity`]). Mixing
-//! them up is a compile error.
+//! id on the wire and its id inside the client, the version it is sent at, an application
+//! call waiting for an answer, a classic group's generation, a KIP-848 member epoch, a
+//! member id), and who commits speak for ([`Identity`]). Mixing them up is a compile
+//! error.
 
 use std::fmt;
 use std::sync::Arc;
@@ -107,6 +108,67 @@ impl CorrelationId {
     /// The id after this one: positive, wrapping to 1.
     pub fn next(self) -> CorrelationId {
         CorrelationId(self.0.wrapping_add(1).max(1))
+    }
+}
+
+/// The version of one API that a request is sent at and its answer is decoded at: the
+/// highest both the link's broker and this client speak (negotiated from ApiVersions). The
+/// wire codecs in `protocol` take the bare `i16` ([`ApiVersion::get`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ApiVersion(pub i16);
+
+impl ApiVersion {
+    /// The number, for the wire codecs.
+    pub fn get(self) -> i16 {
+        self.0
+    }
+}
+
+impl fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+/// Names one request inside the client, chosen by the component that sends it (unique per
+/// component): the answer or the failure comes back to that component under this id. Not
+/// the wire's [`CorrelationId`], which the connection assigns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub(crate) struct RequestId(pub u64);
+
+impl RequestId {
+    /// Hands out this id and moves `self` on to the next one.
+    pub fn take_next(&mut self) -> RequestId {
+        let id = *self;
+        self.0 += 1;
+        id
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Names one call of the application that waits for the I/O thread's answer (a commit, a
+/// committed-offsets or offsets lookup, `partitions_for`): chosen by the user side, unique
+/// per consumer, and carried back with the answer. One call may take several requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub(crate) struct CallId(pub u64);
+
+impl CallId {
+    /// Hands out this id and moves `self` on to the next one.
+    pub fn take_next(&mut self) -> CallId {
+        let id = *self;
+        self.0 += 1;
+        id
+    }
+}
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
     }
 }
 

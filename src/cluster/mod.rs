@@ -31,7 +31,7 @@ use crate::link::{Failure, Lane, LinkState, Links, Owner, Peer, Route, Tag, Tran
 use crate::protocol::api::metadata::{MetadataRequest, MetadataResponse};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
-use crate::types::{LeaderEpoch, NodeId, TopicPartition};
+use crate::types::{ApiVersion, CallId, LeaderEpoch, NodeId, RequestId, TopicPartition};
 
 /// How many peers are dialled at once while none is ready.
 const PARALLEL_DIALS: usize = 3;
@@ -42,9 +42,9 @@ pub(crate) enum Interest {
     /// The assigned partitions.
     Assignment,
     /// An offset lookup, by id.
-    Lookup(u64),
+    Lookup(CallId),
     /// A `partitions_for` caller, by id.
-    Waiter(u64),
+    Waiter(CallId),
     /// The group member: the topics it (or, as the leader, its group) subscribes to.
     Group,
 }
@@ -95,7 +95,7 @@ pub(crate) enum Leader {
 pub(crate) enum ClusterEvent {
     /// The answer for a `partitions_for` caller.
     Partitions {
-        id: u64,
+        id: CallId,
         result: Result<Vec<TopicPartition>>,
     },
     /// A problem the user should hear about (a broker that speaks no Metadata version).
@@ -103,13 +103,13 @@ pub(crate) enum ClusterEvent {
 }
 
 struct Waiter {
-    id: u64,
+    id: CallId,
     topic: Arc<str>,
     deadline: Instant,
 }
 
 struct InFlight {
-    id: u64,
+    id: RequestId,
     route: Route,
 }
 
@@ -142,7 +142,7 @@ pub(crate) struct Cluster {
     events: VecDeque<ClusterEvent>,
     /// Peers already told to be unusable (no Metadata version), so it is said once.
     reported: BTreeSet<Peer>,
-    next_id: u64,
+    next_id: RequestId,
     next_peer: usize,
     /// Bumped by every applied answer.
     generation: u64,
@@ -166,7 +166,7 @@ impl Cluster {
             waiters: Vec::new(),
             events: VecDeque::new(),
             reported: BTreeSet::new(),
-            next_id: 1,
+            next_id: RequestId(1),
             next_peer: 0,
             generation: 0,
         }
@@ -271,7 +271,7 @@ impl Cluster {
     }
 
     /// Registers a `partitions_for` caller; answered by a [`ClusterEvent::Partitions`].
-    pub fn wait_for_topic(&mut self, id: u64, topic: &str, deadline: Instant) {
+    pub fn wait_for_topic(&mut self, id: CallId, topic: &str, deadline: Instant) {
         let topic: Arc<str> = Arc::from(topic);
         self.waiters.push(Waiter {
             id,
@@ -327,8 +327,7 @@ impl Cluster {
             MetadataRequest::for_topics(topics.iter().map(|t| t.to_string()))
         };
         req.allow_auto_topic_creation = false;
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.next_id.take_next();
         // Quick succession (within twice the longest spacing) grows the streak.
         let quick = self
             .last_sent
@@ -415,8 +414,8 @@ impl Cluster {
     /// Applies the answer to request `id`.
     pub fn handle_response(
         &mut self,
-        id: u64,
-        version: i16,
+        id: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -435,7 +434,7 @@ impl Cluster {
     }
 
     /// Request `id` got no answer: try again after the spacing.
-    pub fn handle_failure(&mut self, id: u64, failure: &Failure) {
+    pub fn handle_failure(&mut self, id: RequestId, failure: &Failure) {
         if self.in_flight.take_if(|f| f.id == id).is_some() {
             log::debug!("metadata request {id} failed: {failure}");
             self.needed = true;

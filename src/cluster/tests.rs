@@ -245,11 +245,11 @@ fn a_new_interest_in_an_unknown_topic_triggers_a_refresh_and_a_known_one_does_no
     r.refresh();
     r.advance(Duration::from_secs(5));
     r.cluster
-        .set_interest(Interest::Lookup(1), [Arc::from("t")]);
+        .set_interest(Interest::Lookup(CallId(1)), [Arc::from("t")]);
     assert!(r.poll().is_none(), "t is known: no refresh");
     assert!(r.cluster.poll_timeout(r.now()) > Some(r.now() + Duration::from_secs(200)));
     r.cluster
-        .set_interest(Interest::Lookup(2), [Arc::from("u")]);
+        .set_interest(Interest::Lookup(CallId(2)), [Arc::from("u")]);
     let t = r.poll().expect("u is not known: a refresh");
     let asked: BTreeSet<String> = asked_topics(&t).into_iter().collect();
     assert_eq!(
@@ -287,13 +287,13 @@ fn partitions_for_a_known_topic_is_answered_by_a_fresh_refresh() {
     r.refresh();
     r.advance(Duration::from_secs(1));
     let deadline = r.now() + Duration::from_secs(60);
-    r.cluster.wait_for_topic(7, "t", deadline);
+    r.cluster.wait_for_topic(CallId(7), "t", deadline);
     assert!(r.events().is_empty(), "not from the cache: a fresh answer");
     let t = r.poll().expect("a caller asks for fresh data");
     r.answer(&t);
     let ev = r.events();
     let [ClusterEvent::Partitions {
-        id: 7,
+        id: CallId(7),
         result: Ok(parts),
     }] = &ev[..]
     else {
@@ -311,13 +311,13 @@ fn partitions_for_a_known_topic_is_answered_by_a_fresh_refresh() {
 fn partitions_for_an_unknown_topic_is_an_error_naming_it() {
     let mut r = Rig::new();
     let deadline = r.now() + Duration::from_secs(60);
-    r.cluster.wait_for_topic(3, "nope", deadline);
+    r.cluster.wait_for_topic(CallId(3), "nope", deadline);
     let t = r.poll().unwrap();
     assert_eq!(asked_topics(&t), vec!["nope".to_owned()]);
     r.answer(&t);
     let ev = r.events();
     let [ClusterEvent::Partitions {
-        id: 3,
+        id: CallId(3),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -334,7 +334,7 @@ fn partitions_for_times_out_at_its_deadline_saying_why_no_broker_answered() {
     r.net = Net::new();
     r.net.down.insert(Peer::Bootstrap(0));
     let deadline = r.now() + Duration::from_secs(5);
-    r.cluster.wait_for_topic(9, "t", deadline);
+    r.cluster.wait_for_topic(CallId(9), "t", deadline);
     while r.now() < deadline {
         assert!(r.poll().is_none());
         r.cluster.handle_timeout(r.now(), &r.net.links);
@@ -354,7 +354,7 @@ fn partitions_for_times_out_at_its_deadline_saying_why_no_broker_answered() {
     r.cluster.handle_timeout(r.now(), &r.net.links);
     let ev = r.events();
     let [ClusterEvent::Partitions {
-        id: 9,
+        id: CallId(9),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -453,13 +453,13 @@ fn rebootstrap_required_forgets_the_brokers_and_asks_a_bootstrap_server_again() 
 fn a_malformed_answer_fails_the_waiters_and_asks_again() {
     let mut r = Rig::new();
     let deadline = r.now() + Duration::from_secs(60);
-    r.cluster.wait_for_topic(1, "t", deadline);
+    r.cluster.wait_for_topic(CallId(1), "t", deadline);
     let sent = r.now();
     let t = r.poll().unwrap();
     r.deliver(&t, &malformed());
     let ev = r.events();
     let [ClusterEvent::Partitions {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -515,8 +515,13 @@ fn only_the_answer_to_the_request_in_flight_is_applied() {
     // The first answer again, and an answer for a request never sent.
     let body = r.broker.answer(&first);
     r.deliver(&first, &body);
-    r.cluster
-        .handle_response(999, second.version, &body, r.now(), &mut r.net.links);
+    r.cluster.handle_response(
+        RequestId(999),
+        second.version,
+        &body,
+        r.now(),
+        &mut r.net.links,
+    );
     assert_eq!(r.cluster.generation(), 1);
     r.answer(&second);
     assert_eq!(r.cluster.generation(), 2);
@@ -563,7 +568,7 @@ fn poll_timeout_never_returns_a_passed_instant() {
     let due = r.cluster.poll_timeout(r.now()).unwrap();
     assert_eq!(r.cluster.poll_timeout(due), None, "due now is not a timer");
     assert!(r.cluster.poll_timeout(due + ms(1)).is_none());
-    r.cluster.wait_for_topic(1, "t", due - ms(50));
+    r.cluster.wait_for_topic(CallId(1), "t", due - ms(50));
     assert_eq!(
         r.cluster.poll_timeout(due - ms(50)),
         Some(due),
@@ -599,7 +604,7 @@ fn run_random(seed: u32, steps: usize) {
     let mut outstanding: Option<Transmit> = None;
     let mut old: Vec<Transmit> = Vec::new();
     let mut last_sent: Option<Instant> = None;
-    let mut waiters: BTreeMap<u64, Instant> = BTreeMap::new();
+    let mut waiters: BTreeMap<CallId, Instant> = BTreeMap::new();
     let mut answered: BTreeSet<u64> = BTreeSet::new();
     let mut next_waiter = 1u64;
     let ctx = |step: usize| format!("seed {seed} step {step}");
@@ -607,7 +612,7 @@ fn run_random(seed: u32, steps: usize) {
     let check = |r: &mut Rig,
                  outstanding: &mut Option<Transmit>,
                  last_sent: &mut Option<Instant>,
-                 waiters: &mut BTreeMap<u64, Instant>,
+                 waiters: &mut BTreeMap<CallId, Instant>,
                  answered: &mut BTreeSet<u64>,
                  step: usize| {
         let now = r.now();
@@ -644,7 +649,7 @@ fn run_random(seed: u32, steps: usize) {
                     if let Err(e) = &result {
                         assert!(!e.to_string().is_empty());
                     }
-                    answered.insert(id);
+                    answered.insert(id.0);
                 }
                 ClusterEvent::Error(e) => panic!("{}: {e}", ctx(step)),
             }
@@ -670,16 +675,18 @@ fn run_random(seed: u32, steps: usize) {
                     .map(|i| Arc::from(topics[(i + pick(3) as usize) % 3]))
                     .collect();
                 r.cluster
-                    .set_interest(Interest::Lookup(pick(3) as u64), set);
+                    .set_interest(Interest::Lookup(CallId(pick(3) as u64)), set);
             }
-            2 => r.cluster.clear_interest(Interest::Lookup(pick(3) as u64)),
+            2 => r
+                .cluster
+                .clear_interest(Interest::Lookup(CallId(pick(3) as u64))),
             3 => {
                 let id = next_waiter;
                 next_waiter += 1;
                 let deadline = r.now() + ms(200 + pick(5_000) as u64);
                 r.cluster
-                    .wait_for_topic(id, topics[pick(3) as usize], deadline);
-                waiters.insert(id, deadline);
+                    .wait_for_topic(CallId(id), topics[pick(3) as usize], deadline);
+                waiters.insert(CallId(id), deadline);
             }
             4..=7 => {
                 if let Some(t) = outstanding.take() {

@@ -26,7 +26,7 @@ use crate::group::commit::Committed;
 use crate::io::{self, Command, Event, IoHandle};
 use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
-use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
+use crate::types::{CallId, LeaderEpoch, PositionEpoch, TopicPartition};
 
 mod group;
 
@@ -198,20 +198,20 @@ pub struct Consumer {
     wakeup_tx: Sender<()>,
     wakeup_rx: Receiver<()>,
     next_epoch: u64,
-    next_request: u64,
+    next_call: CallId,
     closed: bool,
     /// Why the I/O thread stopped, once it has.
     stopped: Option<Error>,
     /// Asynchronous commits under way: what they commit and whom to tell.
     async_commits: HashMap<
-        u64,
+        CallId,
         (
             HashMap<TopicPartition, OffsetAndMetadata>,
             Option<CommitCallback>,
         ),
     >,
     /// Asynchronous commits that finished, in order, whose callbacks have not run yet.
-    commits_done: VecDeque<(u64, Result<()>)>,
+    commits_done: VecDeque<(CallId, Result<()>)>,
     /// Group membership (subscribe mode).
     group: GroupState,
     /// While closing: no blocking call may wait past this.
@@ -244,7 +244,7 @@ impl Consumer {
             wakeup_tx,
             wakeup_rx,
             next_epoch: 1,
-            next_request: 1,
+            next_call: CallId(1),
             closed: false,
             stopped: None,
             async_commits: HashMap::new(),
@@ -766,7 +766,7 @@ impl Consumer {
     fn ask<T>(
         &mut self,
         what: &str,
-        command: impl FnOnce(u64, Instant, Sender<Result<T>>) -> Command,
+        command: impl FnOnce(CallId, Instant, Sender<Result<T>>) -> Command,
     ) -> Result<T> {
         self.check_open()?;
         self.take_wakeup()?;
@@ -778,8 +778,7 @@ impl Consumer {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let id = self.next_request;
-        self.next_request += 1;
+        let id = self.next_call.take_next();
         // The I/O thread answers by the deadline; allow a little slack for the hand-off.
         let io_deadline =
             deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
@@ -982,8 +981,7 @@ impl Consumer {
         self.check_open()?;
         self.check_group("commit_async")?;
         let to_commit = Self::to_commit(&offsets)?;
-        let id = self.next_request;
-        self.next_request += 1;
+        let id = self.next_call.take_next();
         let deadline = deadline_after(self.cfg.default_api_timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
         self.async_commits.insert(id, (offsets, callback));

@@ -55,7 +55,9 @@ use crate::protocol::api::fetch::{
 };
 use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{LeaderEpoch, NodeId, OffsetReset, PositionEpoch, TopicPartition};
+use crate::types::{
+    ApiVersion, LeaderEpoch, NodeId, OffsetReset, PositionEpoch, RequestId, TopicPartition,
+};
 
 /// Fetching waits until at least this fraction (1/n) of the budget is free.
 const MIN_ROOM_DIVISOR: usize = 8;
@@ -135,7 +137,7 @@ struct Part {
     position: Position,
     paused: bool,
     /// The request (fetch or reset) this partition is in.
-    in_flight: Option<u64>,
+    in_flight: Option<RequestId>,
     retry: Retry,
     not_before: Option<Instant>,
     /// Waiting for the application to free memory: the budget's count of its frees then.
@@ -268,10 +270,10 @@ pub(crate) struct Fetcher {
     parts: BTreeMap<TopicPartition, Part>,
     sessions: HashMap<NodeId, FetchSession>,
     /// Brokers with a fetch in flight.
-    fetching: HashMap<NodeId, u64>,
+    fetching: HashMap<NodeId, RequestId>,
     /// Broker-level backoff after top-level fetch errors.
     node_backoff: HashMap<NodeId, (Retry, Instant)>,
-    sent: HashMap<u64, Sent>,
+    sent: HashMap<RequestId, Sent>,
     rotation: HashMap<NodeId, usize>,
     queue: VecDeque<Transmit>,
     events: VecDeque<FetchEvent>,
@@ -286,7 +288,7 @@ pub(crate) struct Fetcher {
     /// decodes into fit the room together.
     expansion: f64,
     jitter: Box<dyn Jitter + Send>,
-    next_id: u64,
+    next_id: RequestId,
     /// Brokers already reported as speaking no Fetch (or ListOffsets) version we do.
     unsupported: HashMap<NodeId, String>,
 }
@@ -309,7 +311,7 @@ impl Fetcher {
             reserved: 0,
             expansion: 1.0,
             jitter,
-            next_id: 1,
+            next_id: RequestId(1),
             unsupported: HashMap::new(),
         }
     }
@@ -652,8 +654,7 @@ impl Fetcher {
         let Some(versions) = links.ready(route, now) else {
             return;
         };
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.next_id.take_next();
         let queries: Vec<Query> = list.iter().map(|(q, _)| q.clone()).collect();
         let tag = Tag {
             owner: Owner::Fetcher,
@@ -701,7 +702,7 @@ impl Fetcher {
         &mut self,
         node: NodeId,
         route: Route,
-        v: i16,
+        v: ApiVersion,
         mut wanted: Vec<(WantedPartition, PositionEpoch)>,
         max_bytes: usize,
         solo: bool,
@@ -712,10 +713,9 @@ impl Fetcher {
         wanted.rotate_left(*turn % n);
         *turn = turn.wrapping_add(1);
         let ids_known = wanted.iter().all(|(w, _)| !w.topic_id.is_zero());
-        let v = if ids_known { v } else { v.min(12) };
-        let use_ids = v >= 13;
-        let id = self.next_id;
-        self.next_id += 1;
+        let v = if ids_known { v } else { v.min(ApiVersion(12)) };
+        let use_ids = v.get() >= 13;
+        let id = self.next_id.take_next();
         let parts: Vec<(TopicPartition, PositionEpoch, i64)> = wanted
             .iter()
             .map(|(w, e)| (w.tp.clone(), *e, w.fetch_offset))
@@ -723,7 +723,7 @@ impl Fetcher {
         let session = self.sessions.entry(node).or_default();
         let plan = session.plan(
             wanted.into_iter().map(|(w, _)| w).collect(),
-            v >= 7,
+            v.get() >= 7,
             use_ids,
         );
         let mut topics: Vec<FetchTopic> = Vec::new();
@@ -797,7 +797,7 @@ impl Fetcher {
     // ----- answers -----------------------------------------------------------------------
 
     /// Releases the partitions of request `id` and returns what it was.
-    fn release(&mut self, id: u64) -> Option<Sent> {
+    fn release(&mut self, id: RequestId) -> Option<Sent> {
         let sent = self.sent.remove(&id)?;
         let parts = match &sent {
             Sent::Fetch {
@@ -823,7 +823,7 @@ impl Fetcher {
     }
 
     /// Request `id` got no answer.
-    pub fn handle_failure(&mut self, id: u64, failure: &Failure, now: Instant) {
+    pub fn handle_failure(&mut self, id: RequestId, failure: &Failure, now: Instant) {
         let Some(sent) = self.release(id) else { return };
         log::debug!("fetcher request {id} failed: {failure}");
         let policy = self.cfg.retry_backoff;
@@ -867,8 +867,8 @@ impl Fetcher {
     /// Applies the answer to request `id`.
     pub fn handle_response(
         &mut self,
-        id: u64,
-        version: i16,
+        id: RequestId,
+        version: ApiVersion,
         body: FrameBuf,
         now: Instant,
         links: &mut Links,
@@ -899,7 +899,7 @@ impl Fetcher {
         route: Route,
         sent: Vec<(TopicPartition, PositionEpoch, i64)>,
         solo: bool,
-        version: i16,
+        version: ApiVersion,
         body: FrameBuf,
         now: Instant,
         links: &mut Links,
@@ -953,7 +953,7 @@ impl Fetcher {
         &mut self,
         node: NodeId,
         route: Route,
-        version: i16,
+        version: ApiVersion,
         frame: &FetchedFrame,
         now: Instant,
         links: &mut Links,
@@ -1318,7 +1318,7 @@ impl Fetcher {
         &mut self,
         route: Route,
         sent: Vec<(TopicPartition, PositionEpoch, i64)>,
-        version: i16,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -1422,10 +1422,10 @@ impl Fetcher {
 /// its id from the metadata (`None` while the metadata does not know the id).
 fn answered_topic_name(
     t: &FetchableTopicResponse,
-    version: i16,
+    version: ApiVersion,
     cluster: &Cluster,
 ) -> Option<Arc<str>> {
-    if version >= 13 {
+    if version.get() >= 13 {
         cluster.topic_name(&t.topic_id).map(Arc::clone)
     } else {
         Some(Arc::from(t.topic.as_str()))

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::list_offsets::ListOffsetsRequest;
-use crate::types::{NodeId, TopicPartition};
+use crate::types::{ApiVersion, CallId, NodeId, RequestId, TopicPartition};
 
 /// Per partition: the offset and the timestamp of its record, or `None` when no record
 /// matches (a timestamp after the last record).
@@ -28,7 +28,7 @@ pub(crate) type LookupResult = Result<HashMap<TopicPartition, Option<(i64, i64)>
 /// A finished lookup.
 #[derive(Debug)]
 pub(crate) enum LookupEvent {
-    Done { id: u64, result: LookupResult },
+    Done { id: CallId, result: LookupResult },
 }
 
 /// What lookups need from the configuration.
@@ -53,12 +53,12 @@ struct Lookup {
 /// The lookups under way.
 pub(crate) struct Lookups {
     cfg: LookupConfig,
-    pending: BTreeMap<u64, Lookup>,
-    sent: HashMap<u64, (u64, Route, Vec<TopicPartition>)>,
+    pending: BTreeMap<CallId, Lookup>,
+    sent: HashMap<RequestId, (CallId, Route, Vec<TopicPartition>)>,
     queue: VecDeque<Transmit>,
     events: VecDeque<LookupEvent>,
     jitter: Box<dyn Jitter + Send>,
-    next_req: u64,
+    next_req: RequestId,
 }
 
 impl Lookups {
@@ -71,14 +71,14 @@ impl Lookups {
             queue: VecDeque::new(),
             events: VecDeque::new(),
             jitter,
-            next_req: 1,
+            next_req: RequestId(1),
         }
     }
 
     /// Starts lookup `id`: for each partition, the timestamp (or -1 latest, -2 earliest).
     pub fn start(
         &mut self,
-        id: u64,
+        id: CallId,
         query: Vec<(TopicPartition, i64)>,
         deadline: Instant,
         cluster: &mut Cluster,
@@ -108,13 +108,13 @@ impl Lookups {
     }
 
     /// Cancels lookup `id` (its caller went away).
-    pub fn cancel(&mut self, id: u64, cluster: &mut Cluster) {
+    pub fn cancel(&mut self, id: CallId, cluster: &mut Cluster) {
         if self.pending.remove(&id).is_some() {
             cluster.clear_interest(Interest::Lookup(id));
         }
     }
 
-    fn finish(&mut self, id: u64, result: LookupResult, cluster: &mut Cluster) {
+    fn finish(&mut self, id: CallId, result: LookupResult, cluster: &mut Cluster) {
         if self.pending.remove(&id).is_some() {
             cluster.clear_interest(Interest::Lookup(id));
             self.events.push_back(LookupEvent::Done { id, result });
@@ -135,7 +135,7 @@ impl Lookups {
     }
 
     fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
-        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        let ids: Vec<CallId> = self.pending.keys().copied().collect();
         for id in ids {
             let Some(l) = self.pending.get_mut(&id) else {
                 continue;
@@ -174,8 +174,7 @@ impl Lookups {
                 let Some(versions) = links.ready(route, now) else {
                     continue;
                 };
-                let req = self.next_req;
-                self.next_req += 1;
+                let req = self.next_req.take_next();
                 let tag = Tag {
                     owner: Owner::Lookups,
                     id: req,
@@ -206,7 +205,7 @@ impl Lookups {
         }
     }
 
-    fn backoff(&mut self, id: u64, now: Instant, problem: String) {
+    fn backoff(&mut self, id: CallId, now: Instant, problem: String) {
         if let Some(l) = self.pending.get_mut(&id) {
             let d = l.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
             l.not_before = Some(now + d);
@@ -215,7 +214,7 @@ impl Lookups {
     }
 
     /// Request `req` got no answer.
-    pub fn handle_failure(&mut self, req: u64, failure: &Failure, now: Instant) {
+    pub fn handle_failure(&mut self, req: RequestId, failure: &Failure, now: Instant) {
         let Some((id, route, tps)) = self.sent.remove(&req) else {
             return;
         };
@@ -230,8 +229,8 @@ impl Lookups {
     /// Applies the answer to request `req`.
     pub fn handle_response(
         &mut self,
-        req: u64,
-        version: i16,
+        req: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -295,7 +294,7 @@ impl Lookups {
 
     /// Ends lookups whose deadline passed.
     pub fn handle_timeout(&mut self, now: Instant, links: &Links, cluster: &mut Cluster) {
-        let expired: Vec<u64> = self
+        let expired: Vec<CallId> = self
             .pending
             .iter()
             .filter(|(_, l)| now >= l.deadline)

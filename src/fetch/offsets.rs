@@ -58,7 +58,7 @@ pub(crate) fn request(
         .map(|q| list_offsets::min_version(q.timestamp, isolation_level))
         .max()
         .unwrap_or(ListOffsetsRequest::MIN_VERSION);
-    if v < need {
+    if v.get() < need {
         return Err(Unsendable::TooOld(format!(
             "{} supports ListOffsets up to v{v}; this lookup needs v{need}",
             route.peer
@@ -126,6 +126,7 @@ mod tests {
         ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
     };
     use crate::types::NodeId;
+    use crate::types::{ApiVersion, RequestId};
 
     fn q(p: i32, ts: i64) -> Query {
         Query {
@@ -142,7 +143,7 @@ mod tests {
     fn tag() -> Tag {
         Tag {
             owner: Owner::Lookups,
-            id: 1,
+            id: RequestId(1),
         }
     }
 
@@ -180,7 +181,7 @@ mod tests {
             Duration::from_secs(1),
         )
         .unwrap();
-        assert_eq!((t.api_key, t.version), (2, 11));
+        assert_eq!((t.api_key, t.version), (2, ApiVersion(11)));
     }
 
     #[test]

@@ -53,7 +53,9 @@ use crate::protocol::api::offset_commit::{
 };
 use crate::protocol::api::offset_fetch::{OffsetFetchRequest, NO_OFFSET};
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{Identity, LeaderEpoch, PositionEpoch, TopicPartition};
+use crate::types::{
+    ApiVersion, CallId, Identity, LeaderEpoch, PositionEpoch, RequestId, TopicPartition,
+};
 
 /// An offset to commit, or one that was committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,9 +76,9 @@ pub(crate) type CommittedResult = Result<HashMap<TopicPartition, Option<Committe
 #[derive(Debug)]
 pub(crate) enum CommitEvent {
     /// Commit `id` finished.
-    Committed { id: u64, result: Result<()> },
+    Committed { id: CallId, result: Result<()> },
     /// The application's committed-offsets lookup `id` finished.
-    Offsets { id: u64, result: CommittedResult },
+    Offsets { id: CallId, result: CommittedResult },
     /// Committed offsets for the fetcher (`None`: nothing committed), and the partitions
     /// whose lookup failed (to be asked again after a backoff).
     Positions {
@@ -98,12 +100,12 @@ pub(crate) struct CommitConfig {
 
 #[derive(Debug)]
 struct CommitJob {
-    id: u64,
+    id: CallId,
     offsets: BTreeMap<TopicPartition, Committed>,
     deadline: Instant,
     retry: Retry,
     not_before: Option<Instant>,
-    in_flight: Option<u64>,
+    in_flight: Option<RequestId>,
     last_problem: Option<String>,
     /// Its deadline passed while its request was on the wire: the caller was told it timed
     /// out, and the request is left to finish (its answer ignored) so that later commits
@@ -119,7 +121,7 @@ struct CommitJob {
 #[derive(Debug)]
 enum FetchFor {
     /// The application's lookup `id`, due by `deadline`.
-    User { id: u64, deadline: Instant },
+    User { id: CallId, deadline: Instant },
     /// The fetcher's unpositioned partitions, with their position epochs.
     Positions(HashMap<TopicPartition, PositionEpoch>),
 }
@@ -130,7 +132,7 @@ struct FetchJob {
     partitions: Vec<TopicPartition>,
     retry: Retry,
     not_before: Option<Instant>,
-    in_flight: Option<u64>,
+    in_flight: Option<RequestId>,
     last_problem: Option<String>,
     /// The member epoch its last request named the member with (member id and epoch,
     /// OffsetFetch v9+), so the broker checked its membership (invariant 5); `None`: sent
@@ -153,10 +155,10 @@ pub(crate) struct Commits {
     owned: Option<HashSet<TopicPartition>>,
     commits: VecDeque<CommitJob>,
     fetches: Vec<FetchJob>,
-    sent: HashMap<u64, Sent>,
+    sent: HashMap<RequestId, Sent>,
     events: VecDeque<CommitEvent>,
     jitter: Box<dyn Jitter + Send>,
-    next_req: u64,
+    next_req: RequestId,
 }
 
 impl Commits {
@@ -171,7 +173,7 @@ impl Commits {
             sent: HashMap::new(),
             events: VecDeque::new(),
             jitter,
-            next_req: 1,
+            next_req: RequestId(1),
         }
     }
 
@@ -224,7 +226,7 @@ impl Commits {
     /// Queues commit `id` of `offsets`, due by `deadline`.
     pub fn commit(
         &mut self,
-        id: u64,
+        id: CallId,
         offsets: BTreeMap<TopicPartition, Committed>,
         deadline: Instant,
     ) {
@@ -248,7 +250,7 @@ impl Commits {
     }
 
     /// Queues the application's lookup `id` of the committed offsets of `partitions`.
-    pub fn fetch(&mut self, id: u64, partitions: Vec<TopicPartition>, deadline: Instant) {
+    pub fn fetch(&mut self, id: CallId, partitions: Vec<TopicPartition>, deadline: Instant) {
         if partitions.is_empty() {
             self.events.push_back(CommitEvent::Offsets {
                 id,
@@ -340,8 +342,7 @@ impl Commits {
                     return None;
                 };
                 let req = commit_request(coordinator.group_id(), &self.identity, &job.offsets);
-                let rid = self.next_req;
-                self.next_req += 1;
+                let rid = self.next_req.take_next();
                 job.in_flight = Some(rid);
                 job.sent_as = Some(self.identity.clone());
                 self.sent.insert(rid, Sent::Commit { route });
@@ -372,8 +373,8 @@ impl Commits {
         for tp in &job.partitions {
             topics.entry(tp.topic()).or_default().push(tp.partition());
         }
-        let mut req = OffsetFetchRequest::for_group(coordinator.group_id(), topics, v);
-        if v >= 7 {
+        let mut req = OffsetFetchRequest::for_group(coordinator.group_id(), topics, v.get());
+        if v.get() >= 7 {
             req.require_stable = self.cfg.require_stable;
         }
         // A consumer-protocol member names itself (v9+); the broker then checks that its
@@ -381,7 +382,7 @@ impl Commits {
         let as_member = self
             .identity
             .kip848_member()
-            .filter(|_| v >= MEMBER_FETCH_VERSION);
+            .filter(|_| v.get() >= MEMBER_FETCH_VERSION);
         if let Some((member_id, epoch)) = as_member {
             if let Some(g) = req.groups.first_mut() {
                 g.member_id = Some(member_id.as_str().to_owned());
@@ -389,8 +390,7 @@ impl Commits {
             }
         }
         let as_member = as_member.map(|(_, epoch)| epoch.0);
-        let rid = self.next_req;
-        self.next_req += 1;
+        let rid = self.next_req.take_next();
         job.in_flight = Some(rid);
         job.sent_member_epoch = as_member;
         self.sent.insert(rid, Sent::Fetch { route });
@@ -429,7 +429,7 @@ impl Commits {
     fn fetch_refused_membership(
         &mut self,
         pos: usize,
-        rid: u64,
+        rid: RequestId,
         code: ErrorCode,
         epoch: i32,
         now: Instant,
@@ -457,7 +457,7 @@ impl Commits {
     /// Request `rid` got no answer: retry after a backoff; the coordinator's link failed.
     pub fn handle_failure(
         &mut self,
-        rid: u64,
+        rid: RequestId,
         failure: &Failure,
         now: Instant,
         coordinator: &mut Coordinator,
@@ -470,7 +470,7 @@ impl Commits {
         self.retry_request(rid, why, now);
     }
 
-    fn retry_request(&mut self, rid: u64, why: String, now: Instant) {
+    fn retry_request(&mut self, rid: RequestId, why: String, now: Instant) {
         let policy = self.cfg.retry_backoff;
         if let Some(pos) = self.commits.iter().position(|j| j.in_flight == Some(rid)) {
             if self.commits[pos].abandoned {
@@ -494,8 +494,8 @@ impl Commits {
     /// Applies the answer to request `rid`.
     pub fn handle_response(
         &mut self,
-        rid: u64,
-        version: i16,
+        rid: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -517,9 +517,9 @@ impl Commits {
     #[allow(clippy::too_many_arguments)]
     fn on_commit(
         &mut self,
-        rid: u64,
+        rid: RequestId,
         route: Route,
-        version: i16,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -638,9 +638,9 @@ impl Commits {
     #[allow(clippy::too_many_arguments)]
     fn on_fetch(
         &mut self,
-        rid: u64,
+        rid: RequestId,
         route: Route,
-        version: i16,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -657,7 +657,7 @@ impl Commits {
         let Some(pos) = self.fetches.iter().position(|j| j.in_flight == Some(rid)) else {
             return;
         };
-        let (top, offsets) = match resp.group(&group, version) {
+        let (top, offsets) = match resp.group(&group, version.get()) {
             Ok(x) => x,
             Err(e) => {
                 self.retry_request(rid, format!("OffsetFetch: {e}"), now);
@@ -775,7 +775,7 @@ impl Commits {
     /// theirs is on the wire (invariant 2).
     pub fn handle_timeout(&mut self, now: Instant, coordinator: &Coordinator) {
         let sent = &self.sent;
-        let reason = |last: &Option<String>, in_flight: Option<u64>| -> String {
+        let reason = |last: &Option<String>, in_flight: Option<RequestId>| -> String {
             if let Some(e) = coordinator.fatal() {
                 return format!(": {e}");
             }

@@ -26,12 +26,12 @@ use crate::error::Error;
 use crate::link::{Failure, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::find_coordinator::{FindCoordinatorRequest, KEY_TYPE_GROUP};
 use crate::protocol::error_code::ErrorCode;
-use crate::types::NodeId;
+use crate::types::{ApiVersion, NodeId, RequestId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Unknown,
-    Finding { id: u64, route: Route },
+    Finding { id: RequestId, route: Route },
     Known(NodeId),
 }
 
@@ -45,7 +45,7 @@ pub(crate) struct Coordinator {
     backoff: Backoff,
     request_timeout: Duration,
     jitter: Box<dyn Jitter + Send>,
-    next_id: u64,
+    next_id: RequestId,
     /// Why the coordinator cannot be found, when the broker said so for good.
     fatal: Option<Error>,
     /// The last retriable problem, for timeout messages.
@@ -69,7 +69,7 @@ impl Coordinator {
             backoff,
             request_timeout,
             jitter,
-            next_id: 1,
+            next_id: RequestId(1),
             fatal: None,
             last_problem: None,
         }
@@ -142,10 +142,9 @@ impl Coordinator {
             self.fail(now);
             return None;
         };
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.next_id.take_next();
         self.state = State::Finding { id, route };
-        let mut req = FindCoordinatorRequest::for_group(&self.group_id, v);
+        let mut req = FindCoordinatorRequest::for_group(&self.group_id, v.get());
         req.key_type = KEY_TYPE_GROUP;
         Some(Transmit::new(
             route,
@@ -168,8 +167,8 @@ impl Coordinator {
     /// Applies the answer to request `id`.
     pub fn handle_response(
         &mut self,
-        id: u64,
-        version: i16,
+        id: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -189,7 +188,7 @@ impl Coordinator {
                 return;
             }
         };
-        let answer = match resp.coordinator(&self.group_id, version) {
+        let answer = match resp.coordinator(&self.group_id, version.get()) {
             Ok(a) => a,
             Err(e) => {
                 self.last_problem = Some(format!("FindCoordinator from {route}: {e}"));
@@ -245,7 +244,7 @@ impl Coordinator {
     }
 
     /// Request `id` got no answer.
-    pub fn handle_failure(&mut self, id: u64, failure: &Failure, now: Instant) {
+    pub fn handle_failure(&mut self, id: RequestId, failure: &Failure, now: Instant) {
         if matches!(self.state, State::Finding { id: want, .. } if want == id) {
             self.last_problem = Some(format!("FindCoordinator: {failure}"));
             self.fail(now);

@@ -43,7 +43,7 @@ use crate::cluster::{Cluster, Interest};
 use crate::error::{Error, Result};
 use crate::fetch::fetcher::SeekTo;
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
-use crate::types::{Identity, PositionEpoch, TopicPartition};
+use crate::types::{ApiVersion, CallId, Identity, PositionEpoch, TopicPartition};
 
 use self::classic::{ClassicConfig, ClassicMember};
 use self::commit::{CommitConfig, CommitEvent, Commits, Committed, CommittedResult, FoundPosition};
@@ -102,13 +102,13 @@ pub(crate) enum GroupCommand {
     Leave,
     /// Commit `offsets` (request `id`), due by `deadline`.
     Commit {
-        id: u64,
+        id: CallId,
         offsets: std::collections::BTreeMap<TopicPartition, Committed>,
         deadline: Instant,
     },
     /// Read the committed offsets of `partitions` (request `id`), due by `deadline`.
     Committed {
-        id: u64,
+        id: CallId,
         partitions: Vec<TopicPartition>,
         deadline: Instant,
     },
@@ -137,9 +137,9 @@ pub(crate) enum GroupEvent {
     /// A leave asked for is done.
     Left,
     /// Commit `id` finished.
-    Committed { id: u64, result: Result<()> },
+    Committed { id: CallId, result: Result<()> },
     /// The committed offsets asked for with request `id`.
-    Offsets { id: u64, result: CommittedResult },
+    Offsets { id: CallId, result: CommittedResult },
     /// Committed offsets for the fetcher's partitions, and those whose lookup failed.
     Positions {
         found: Vec<FoundPosition>,
@@ -349,7 +349,7 @@ impl Group {
     pub fn handle_response(
         &mut self,
         tag: Tag,
-        version: i16,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,

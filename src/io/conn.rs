@@ -41,7 +41,7 @@ use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::{self, decode_response, encode_request_frame};
 use crate::sasl::{AuthErrorKind, Authenticator, SaslRequest, Step};
-use crate::types::CorrelationId;
+use crate::types::{ApiVersion, CorrelationId};
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub struct InFlight {
     /// The API key.
     pub api_key: i16,
     /// The version it was sent at.
-    pub version: i16,
+    pub version: ApiVersion,
     /// When it times out.
     pub deadline: Instant,
     /// Whose answer it is; `None` for the connection's own ApiVersions.
@@ -103,7 +103,7 @@ pub struct Conn {
     held: VecDeque<Transmit>,
     /// When the current setup step (resolving, or connecting to one address) started.
     step_started: Instant,
-    api_versions_version: i16,
+    api_versions_version: ApiVersion,
     next_correlation: CorrelationId,
     in_flight: HashMap<i32, InFlight>,
     out: VecDeque<Vec<u8>>,
@@ -144,7 +144,7 @@ impl Conn {
             reauth: Reauth::default(),
             held: VecDeque::new(),
             step_started: now,
-            api_versions_version: ApiVersionsRequest::MAX_VERSION,
+            api_versions_version: ApiVersion(ApiVersionsRequest::MAX_VERSION),
             next_correlation: CorrelationId(1),
             in_flight: HashMap::new(),
             out: VecDeque::new(),
@@ -304,7 +304,7 @@ impl Conn {
     fn queue(
         &mut self,
         api_key: i16,
-        version: i16,
+        version: ApiVersion,
         flexible: bool,
         body: &[u8],
         tag: Option<Tag>,
@@ -312,7 +312,14 @@ impl Conn {
     ) {
         let corr = self.next_correlation;
         self.next_correlation = corr.next();
-        let frame = encode_request_frame(api_key, version, flexible, corr.0, &self.client_id, body);
+        let frame = encode_request_frame(
+            api_key,
+            version.get(),
+            flexible,
+            corr.0,
+            &self.client_id,
+            body,
+        );
         log::trace!(
             "{} -> api {api_key} v{version} corr {} ({} bytes)",
             self.route,
@@ -402,7 +409,7 @@ impl Conn {
             client_software_name: "kafka-consumer-rs".into(),
             client_software_version: env!("CARGO_PKG_VERSION").into(),
         };
-        let t = frame::version_of::<ApiVersionsRequest>(v);
+        let t = frame::version_of::<ApiVersionsRequest>(v.get());
         let mut w = crate::protocol::wire::Writer::new();
         crate::protocol::message::Wire::write(&req, &mut w, t);
         self.queue(
@@ -420,10 +427,10 @@ impl Conn {
     fn handle_api_versions(
         &mut self,
         body: &[u8],
-        version: i16,
+        version: ApiVersion,
         deadline: Instant,
     ) -> io::Result<Option<Versions>> {
-        match decode_response::<ApiVersionsRequest>(body, version) {
+        match decode_response::<ApiVersionsRequest>(body, version.get()) {
             Ok(resp) if resp.error_code == 0 => {
                 log::debug!("{} ready ({} APIs)", self.route, resp.api_keys.len());
                 Ok(Some(Versions::new(
@@ -442,8 +449,8 @@ impl Conn {
                 // UNSUPPORTED_VERSION (or an undecodable newer body): the broker answers with
                 // a v0 body listing its range; retry with the highest version it offers.
                 match api_versions::fallback_version(body) {
-                    Some(v) if v < version && v >= 0 => {
-                        self.api_versions_version = v;
+                    Some(v) if v < version.get() && v >= 0 => {
+                        self.api_versions_version = ApiVersion(v);
                         self.send_api_versions(deadline);
                         Ok(None)
                     }

@@ -20,7 +20,7 @@ use crate::fetch::fetcher::SeekTo;
 use crate::fetch::lookup::LookupResult;
 use crate::group::commit::{Committed, CommittedResult};
 use crate::group::member::{CallbackKind, CallbackToken, Subscription};
-use crate::types::{Identity, PositionEpoch, TopicPartition};
+use crate::types::{CallId, Identity, PositionEpoch, TopicPartition};
 
 /// What the user side asks of the I/O thread.
 pub(crate) enum Command {
@@ -38,14 +38,14 @@ pub(crate) enum Command {
     Pause(Vec<TopicPartition>),
     /// Look up offsets by timestamp (or the special -1 latest / -2 earliest).
     Lookup {
-        id: u64,
+        id: CallId,
         query: Vec<(TopicPartition, i64)>,
         deadline: Instant,
         reply: Sender<LookupResult>,
     },
     /// The partitions of a topic, from metadata.
     Partitions {
-        id: u64,
+        id: CallId,
         topic: String,
         deadline: Instant,
         reply: Sender<Result<Vec<TopicPartition>>>,
@@ -53,20 +53,20 @@ pub(crate) enum Command {
     /// Commit these offsets to the group; answered on `reply`, or as an
     /// [`Event::CommitDone`] when there is none (an asynchronous commit).
     Commit {
-        id: u64,
+        id: CallId,
         offsets: BTreeMap<TopicPartition, Committed>,
         deadline: Instant,
         reply: Option<Sender<Result<()>>>,
     },
     /// The group's committed offsets of these partitions.
     Committed {
-        id: u64,
+        id: CallId,
         partitions: Vec<TopicPartition>,
         deadline: Instant,
         reply: Sender<CommittedResult>,
     },
     /// The caller of request `id` stopped waiting (woken up).
-    Cancel(u64),
+    Cancel(CallId),
     /// Join the group with this subscription (or change it).
     Subscribe(Subscription),
     /// The rebalance callback `token` ran on the user thread, which now owns `assignment`
@@ -102,7 +102,7 @@ pub(crate) enum Event {
         end_offset: i64,
     },
     /// Asynchronous commit `id` finished.
-    CommitDone { id: u64, result: Result<()> },
+    CommitDone { id: CallId, result: Result<()> },
     /// Run a rebalance callback for `partitions`, make `owned` the assignment, then send
     /// [`Command::CallbackDone`] with it.
     Rebalance {

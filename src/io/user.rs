@@ -14,15 +14,15 @@ use crate::fetch::fetcher::FetchEvent;
 use crate::fetch::lookup::{LookupEvent, LookupResult};
 use crate::group::commit::CommittedResult;
 use crate::group::{Group, GroupCommand, GroupEvent};
-use crate::types::TopicPartition;
+use crate::types::{CallId, TopicPartition};
 
 /// Callers waiting for an answer, by request id.
 #[derive(Default)]
 pub(super) struct Replies {
-    lookups: HashMap<u64, Sender<LookupResult>>,
-    partitions: HashMap<u64, Sender<Result<Vec<TopicPartition>>>>,
-    commits: HashMap<u64, Sender<Result<()>>>,
-    committed: HashMap<u64, Sender<CommittedResult>>,
+    lookups: HashMap<CallId, Sender<LookupResult>>,
+    partitions: HashMap<CallId, Sender<Result<Vec<TopicPartition>>>>,
+    commits: HashMap<CallId, Sender<Result<()>>>,
+    committed: HashMap<CallId, Sender<CommittedResult>>,
     /// Callers of a leave, answered when the member has left.
     leaving: Vec<Sender<()>>,
 }
@@ -183,7 +183,7 @@ impl IoLoop {
         // Blocking calls waiting for brokers fail now with the reason, as in the Java
         // client, rather than at their timeout. Commits are not failed: they stay queued
         // in order and go out once a connection is ready.
-        let waiting: Vec<u64> = self.replies.lookups.keys().copied().collect();
+        let waiting: Vec<CallId> = self.replies.lookups.keys().copied().collect();
         for id in waiting {
             self.lookups.cancel(id, &mut self.cluster);
             if let Some(reply) = self.replies.lookups.remove(&id) {

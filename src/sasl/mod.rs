@@ -62,6 +62,7 @@ use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::{decode_response, version_of};
 use crate::protocol::wire::Writer;
 use crate::security::{OAuthBearerToken, SaslMechanism, Secret};
+use crate::types::ApiVersion;
 
 /// What a connection authenticates with.
 #[derive(Debug, Clone)]
@@ -84,7 +85,7 @@ pub(crate) struct SaslRequest {
     /// SaslHandshake (17) or SaslAuthenticate (36).
     pub api_key: i16,
     /// The negotiated version of that API.
-    pub version: i16,
+    pub version: ApiVersion,
     /// Whether the request header is the flexible one (v2).
     pub flexible: bool,
     /// The encoded request body; may hold the password (PLAIN) or the token (OAUTHBEARER).
@@ -93,8 +94,8 @@ pub(crate) struct SaslRequest {
 
 impl SaslRequest {
     /// Encodes `req` at `version`.
-    fn new<A: Api>(req: &A, version: i16) -> SaslRequest {
-        let v = version_of::<A>(version);
+    fn new<A: Api>(req: &A, version: ApiVersion) -> SaslRequest {
+        let v = version_of::<A>(version.get());
         let mut w = Writer::with_capacity(64);
         req.write(&mut w, v);
         SaslRequest {
@@ -257,7 +258,7 @@ pub(crate) struct Authenticator {
     mechanism: SaslMechanism,
     state: State,
     /// The SaslAuthenticate version, picked by `start` from the broker's ApiVersions.
-    authenticate_version: i16,
+    authenticate_version: ApiVersion,
 }
 
 /// Shows the mechanism and the state's name only.
@@ -282,7 +283,7 @@ impl Authenticator {
         Authenticator {
             mechanism,
             state: State::Idle(first_round(mechanism, &credentials, nonce)),
-            authenticate_version: SaslAuthenticateRequest::MIN_VERSION,
+            authenticate_version: ApiVersion(SaslAuthenticateRequest::MIN_VERSION),
         }
     }
 
@@ -361,7 +362,7 @@ impl Authenticator {
         log::trace!("SASL {}: SaslHandshake", self.mechanism);
         Ok((
             State::Handshaking { first, auth_bytes },
-            SaslRequest::new(&req, SaslHandshakeRequest::MAX_VERSION),
+            SaslRequest::new(&req, ApiVersion(SaslHandshakeRequest::MAX_VERSION)),
         ))
     }
 
@@ -433,13 +434,14 @@ impl Authenticator {
         round: Round,
         body: &[u8],
     ) -> Result<(State, Step), AuthError> {
-        let resp = decode_response::<SaslAuthenticateRequest>(body, self.authenticate_version)
-            .map_err(|e| {
-                self.error(
-                    AuthErrorKind::Protocol,
-                    format_args!("undecodable SaslAuthenticate answer: {e}"),
-                )
-            })?;
+        let resp =
+            decode_response::<SaslAuthenticateRequest>(body, self.authenticate_version.get())
+                .map_err(|e| {
+                    self.error(
+                        AuthErrorKind::Protocol,
+                        format_args!("undecodable SaslAuthenticate answer: {e}"),
+                    )
+                })?;
         let auth_bytes = &resp.auth_bytes.0;
         match round {
             // PLAIN accepts with empty auth bytes; anything there carries no meaning.

@@ -5,6 +5,7 @@ use super::*;
 use crate::protocol::api::sasl_handshake::SaslHandshakeResponse;
 use crate::protocol::frame::{decode_request, encode_request_frame, encode_response};
 use crate::protocol::message::Bytes;
+use crate::types::ApiVersion;
 
 const PASSWORD: &str = "pencil-Sesame-42";
 const TOKEN: &str = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.";
@@ -49,8 +50,15 @@ const NONCE: [u8; 24] = [7; 24];
 /// The request `req` as the broker decodes it.
 fn sent<A: Api>(req: &SaslRequest) -> (i16, A) {
     assert_eq!(req.api_key, A::KEY);
-    assert_eq!(req.flexible, req.version >= A::FLEXIBLE_FROM);
-    let frame = encode_request_frame(req.api_key, req.version, req.flexible, 9, "c", &req.body);
+    assert_eq!(req.flexible, req.version >= ApiVersion(A::FLEXIBLE_FROM));
+    let frame = encode_request_frame(
+        req.api_key,
+        req.version.get(),
+        req.flexible,
+        9,
+        "c",
+        &req.body,
+    );
     let (v, _, a) = decode_request::<A>(&frame[4..]).unwrap();
     (v, a)
 }
@@ -140,14 +148,17 @@ fn the_handshake_is_v1_and_authenticate_the_highest_version_both_speak() {
     for (broker_max, want) in [(0, 0), (1, 1), (2, 2), (9, 2)] {
         let mut a = Authenticator::new(SaslMechanism::Plain, password(), NONCE);
         let req = a.start(&versions(broker_max)).unwrap();
-        assert_eq!((req.api_key, req.version, req.flexible), (17, 1, false));
+        assert_eq!(
+            (req.api_key, req.version, req.flexible),
+            (17, ApiVersion(1), false)
+        );
         let step = a.handle_response(&handshake_answer(0, &["PLAIN"])).unwrap();
         let Step::Send(req) = step else {
             panic!("no request")
         };
         assert_eq!(
             (req.api_key, req.version, req.flexible),
-            (36, want, want >= 2)
+            (36, ApiVersion(want), want >= 2)
         );
         sent::<SaslAuthenticateRequest>(&req);
         assert_eq!(

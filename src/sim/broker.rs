@@ -36,7 +36,7 @@ use crate::protocol::frame::{encode_response, version_of};
 use crate::protocol::message::Uuid;
 use crate::protocol::records::testing::{encode_batch, BatchSpec, RecordSpec};
 use crate::protocol::wire::{Reader, Writer};
-use crate::types::TopicPartition;
+use crate::types::{ApiVersion, TopicPartition};
 
 use super::net::{bootstrap_route, node_of, Net};
 use super::settings::cluster_config;
@@ -46,7 +46,7 @@ use super::settings::cluster_config;
 /// Decodes the request `t` carries (its body is the request without the header).
 pub(crate) fn request<A: Api>(t: &Transmit) -> A {
     assert_eq!(t.api_key, A::KEY, "expected a {} request", A::NAME);
-    let v = version_of::<A>(t.version);
+    let v = version_of::<A>(t.version.get());
     assert_eq!(v.flexible, t.flexible, "{} v{} header", A::NAME, t.version);
     let mut r = Reader::new(&t.body);
     let req = A::read(&mut r, v).unwrap_or_else(|e| panic!("{} request: {e:?}", A::NAME));
@@ -57,7 +57,7 @@ pub(crate) fn request<A: Api>(t: &Transmit) -> A {
 
 /// The response body (frame without its size prefix) answering `t` with `resp`.
 pub(crate) fn response<A: Api>(t: &Transmit, resp: &A::Response) -> Vec<u8> {
-    encode_response::<A>(resp, t.version, 1)[4..].to_vec()
+    encode_response::<A>(resp, t.version.get(), 1)[4..].to_vec()
 }
 
 /// Bytes that decode as no response: a correlation id and then garbage.
@@ -347,7 +347,7 @@ impl SimBroker {
             }
             FetchRequest::KEY => {
                 let a = self.fetch(t);
-                encode_fetch(t.version, &a)
+                encode_fetch(t.version.get(), &a)
             }
             FindCoordinatorRequest::KEY => {
                 let resp = self.find_coordinator(t, 0);
@@ -390,7 +390,7 @@ impl SimBroker {
                     p.error_code = c;
                     p.records.clear();
                 }
-                encode_fetch(t.version, &a)
+                encode_fetch(t.version.get(), &a)
             }
             FindCoordinatorRequest::KEY => {
                 let resp = self.find_coordinator(t, c);
@@ -519,7 +519,7 @@ impl SimBroker {
         let req = request::<FetchRequest>(t);
         let mut out = Vec::new();
         for ft in &req.topics {
-            let name = if t.version >= 13 {
+            let name = if t.version >= ApiVersion(13) {
                 self.topic_by_id(&ft.topic_id)
                     .unwrap_or("<unknown topic id>")
                     .to_owned()
@@ -540,7 +540,7 @@ impl SimBroker {
     pub fn forgotten(&self, t: &Transmit, req: &FetchRequest) -> Vec<TopicPartition> {
         let mut out = Vec::new();
         for f in &req.forgotten_topics_data {
-            let name = if t.version >= 13 {
+            let name = if t.version >= ApiVersion(13) {
                 self.topic_by_id(&f.topic_id)
                     .unwrap_or("<unknown>")
                     .to_owned()
@@ -562,7 +562,9 @@ impl SimBroker {
         let (req, asked) = self.fetch_request(t);
         let forgotten = self.forgotten(t, &req);
         let mut answer = FetchAnswer::default();
-        let covered: BTreeMap<TopicPartition, i64> = if t.version < 7 || req.session_epoch < 0 {
+        let covered: BTreeMap<TopicPartition, i64> = if t.version < ApiVersion(7)
+            || req.session_epoch < 0
+        {
             asked.into_iter().collect()
         } else if req.session_epoch == 0 {
             self.sessions_by_node.remove(&node);
@@ -650,7 +652,7 @@ impl SimBroker {
         } else {
             (-1, String::new(), -1)
         };
-        if t.version < FIND_BATCHED {
+        if t.version < ApiVersion(FIND_BATCHED) {
             assert_eq!(req.key, self.group);
             FindCoordinatorResponse {
                 error_code: code,
@@ -733,7 +735,7 @@ impl SimBroker {
     /// The partitions an OffsetFetch request asks about.
     pub fn offset_fetch_request(&self, t: &Transmit) -> Vec<TopicPartition> {
         let req = request::<OffsetFetchRequest>(t);
-        let topics = if t.version < FETCH_BATCHED {
+        let topics = if t.version < ApiVersion(FETCH_BATCHED) {
             assert_eq!(req.group_id, self.group);
             req.topics.clone()
         } else {
@@ -784,7 +786,7 @@ impl SimBroker {
                 }),
             }
         }
-        if t.version < FETCH_BATCHED {
+        if t.version < ApiVersion(FETCH_BATCHED) {
             OffsetFetchResponse {
                 topics,
                 error_code: top,

@@ -20,15 +20,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kafka_consumer::fuzzing::{correlation_for, fetch_body};
-use kafka_consumer::protocol::api::api_versions::ApiVersionsRequest;
-use kafka_consumer::protocol::api::fetch::{
+use kafka_consumer::testing::api::api_versions::ApiVersionsRequest;
+use kafka_consumer::testing::api::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic,
 };
-use kafka_consumer::protocol::api::metadata::MetadataRequest;
-use kafka_consumer::protocol::api::Api;
-use kafka_consumer::protocol::frame::{decode_response, encode_request};
-use kafka_consumer::protocol::message::Uuid;
-use kafka_consumer::protocol::records::BatchIter;
+use kafka_consumer::testing::api::metadata::MetadataRequest;
+use kafka_consumer::testing::api::Api;
+use kafka_consumer::testing::frame::{decode_response, encode_request};
+use kafka_consumer::testing::message::Uuid;
+use kafka_consumer::testing::records::BatchIter;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 

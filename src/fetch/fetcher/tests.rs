@@ -15,6 +15,7 @@ use crate::sim::{
     self, batch, batch_with, cluster_config, control_route, encode_fetch, fetch_config,
     fetch_route, malformed, ms, request, response, tp, FetchAnswer, Net, SimBroker,
 };
+use crate::types::{ApiVersion, RequestId};
 
 /// A fetcher with its links, its cluster and the brokers that answer it.
 pub(super) struct Rig {
@@ -183,7 +184,7 @@ impl Rig {
     pub fn answer_with(&mut self, t: &Transmit, f: impl FnOnce(&mut FetchAnswer)) {
         let mut a = self.broker.fetch(t);
         f(&mut a);
-        self.deliver(t, encode_fetch(t.version, &a));
+        self.deliver(t, encode_fetch(t.version.get(), &a));
     }
 
     /// Answers the Fetch `t` with `code` for every partition.
@@ -1511,7 +1512,7 @@ struct World {
     pending: Vec<Pending>,
     /// Requests answered or failed already, as `(route, id, version, answer)`: their
     /// answers arrive again as stale ones.
-    old: Vec<(Route, u64, i16, Vec<u8>)>,
+    old: Vec<(Route, RequestId, ApiVersion, Vec<u8>)>,
     held: std::collections::VecDeque<Chunk>,
     committed_wanted: Vec<(TopicPartition, PositionEpoch)>,
     faults: bool,
@@ -1842,7 +1843,7 @@ impl World {
                 if self.faults && pick(40) == 0 {
                     malformed()
                 } else {
-                    encode_fetch(t.version, &a)
+                    encode_fetch(t.version.get(), &a)
                 }
             }
             None => {
@@ -1872,13 +1873,14 @@ impl World {
                 self.r.cluster.generation(),
                 self.frees,
             );
-            let decoded = crate::protocol::frame::decode_response::<FetchRequest>(&body, t.version);
+            let decoded =
+                crate::protocol::frame::decode_response::<FetchRequest>(&body, t.version.get());
             for (rt, pd) in decoded.iter().flat_map(|r| {
                 r.responses
                     .iter()
                     .flat_map(|rt| rt.partitions.iter().map(move |pd| (rt, pd)))
             }) {
-                let name = if t.version >= 13 {
+                let name = if t.version >= ApiVersion(13) {
                     match self
                         .r
                         .broker
@@ -1914,7 +1916,7 @@ impl World {
     }
 
     /// Every request on `route` fails (its link closed); `timed_out`: that one timed out.
-    fn fail_route(&mut self, route: Route, timed_out: Option<u64>) {
+    fn fail_route(&mut self, route: Route, timed_out: Option<RequestId>) {
         let now = self.now();
         let mut i = 0;
         while i < self.pending.len() {

@@ -13,7 +13,7 @@ use crate::protocol::error_code::ErrorCode;
 use crate::sim::{
     self, cluster_config, control_route, lookup_config, malformed, ms, request, tp, Net, SimBroker,
 };
-use crate::types::NodeId;
+use crate::types::{ApiVersion, CallId, NodeId, RequestId};
 
 /// Lookups with their links, cluster and brokers.
 struct Rig {
@@ -49,7 +49,7 @@ impl Rig {
     fn start(&mut self, id: u64, query: &[(TopicPartition, i64)], timeout: Duration) {
         let deadline = self.now() + timeout;
         self.lookups
-            .start(id, query.to_vec(), deadline, &mut self.cluster);
+            .start(CallId(id), query.to_vec(), deadline, &mut self.cluster);
     }
 
     /// One round of the loop: the requests the lookups hand out (metadata is answered at
@@ -122,7 +122,7 @@ impl Rig {
         self.deliver(t, &body);
     }
 
-    fn events(&mut self) -> Vec<(u64, LookupResult)> {
+    fn events(&mut self) -> Vec<(CallId, LookupResult)> {
         std::iter::from_fn(|| self.lookups.poll_event())
             .map(|LookupEvent::Done { id, result }| (id, result))
             .collect()
@@ -206,7 +206,7 @@ fn a_lookup_finishes_once_every_partition_is_answered() {
     );
     r.answer(&ts[1]);
     let ev = r.events();
-    let [(1, Ok(found))] = &ev[..] else {
+    let [(CallId(1), Ok(found))] = &ev[..] else {
         panic!("{ev:?}")
     };
     let want: HashMap<TopicPartition, Option<(i64, i64)>> = [
@@ -233,7 +233,7 @@ fn an_offset_for_a_time_is_the_first_record_at_or_after_it() {
     let t = r.send_one();
     r.answer(&t);
     let ev = r.events();
-    let [(4, Ok(found))] = &ev[..] else {
+    let [(CallId(4), Ok(found))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(found[&tp("t", 0)], Some((13, 130)));
@@ -252,7 +252,10 @@ fn an_empty_lookup_finishes_at_once() {
     let mut r = Rig::new();
     r.start(2, &[], secs(1));
     let ev = r.events();
-    assert!(matches!(&ev[..], [(2, Ok(m))] if m.is_empty()), "{ev:?}");
+    assert!(
+        matches!(&ev[..], [(CallId(2), Ok(m))] if m.is_empty()),
+        "{ev:?}"
+    );
     assert!(r.sends().is_empty());
 }
 
@@ -264,7 +267,7 @@ fn a_partition_of_a_missing_topic_fails_the_lookup_naming_it() {
         r.round();
     }
     let ev = r.events();
-    let [(3, Err(e))] = &ev[..] else {
+    let [(CallId(3), Err(e))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(e.kind(), ErrorKind::UnknownTopicOrPartition);
@@ -283,7 +286,7 @@ fn a_partition_the_topic_does_not_have_fails_the_lookup() {
         r.round();
     }
     let ev = r.events();
-    let [(3, Err(e))] = &ev[..] else {
+    let [(CallId(3), Err(e))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(e.partition(), Some(&tp("t", 7)));
@@ -321,7 +324,7 @@ fn retriable_errors_are_retried_after_a_growing_backoff_for_the_partitions_still
     assert!(delays.windows(2).all(|w| w[1] > w[0]), "{delays:?}");
     r.answer(&t);
     let ev = r.events();
-    let [(1, Ok(found))] = &ev[..] else {
+    let [(CallId(1), Ok(found))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(found.len(), 2);
@@ -351,7 +354,7 @@ fn a_stale_leader_asks_for_a_metadata_refresh_and_the_new_leader_is_asked() {
         }
         let ev = r.events();
         if !ev.is_empty() {
-            assert!(matches!(&ev[..], [(1, Ok(_))]), "{ev:?}");
+            assert!(matches!(&ev[..], [(CallId(1), Ok(_))]), "{ev:?}");
             break;
         }
     }
@@ -368,7 +371,7 @@ fn a_non_retriable_error_fails_the_lookup_naming_the_partition() {
     ts.sort_by_key(|t| t.route);
     r.answer_error(&ts[0], ErrorCode::TOPIC_AUTHORIZATION_FAILED);
     let ev = r.events();
-    let [(1, Err(e))] = &ev[..] else {
+    let [(CallId(1), Err(e))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(e.kind_code(), (ErrorKind::Broker, Some(29)));
@@ -402,7 +405,7 @@ fn a_failed_request_is_retried_after_a_backoff() {
     r.at(again + secs(1));
     let t = r.send_one();
     r.answer(&t);
-    assert!(matches!(&r.events()[..], [(1, Ok(_))]));
+    assert!(matches!(&r.events()[..], [(CallId(1), Ok(_))]));
 }
 
 #[test]
@@ -412,7 +415,7 @@ fn a_malformed_answer_fails_the_lookup_and_closes_the_link() {
     let t = r.send_one();
     r.deliver(&t, &malformed());
     let ev = r.events();
-    let [(1, Err(e))] = &ev[..] else {
+    let [(CallId(1), Err(e))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(e.kind(), ErrorKind::Protocol);
@@ -444,7 +447,7 @@ fn the_deadline_ends_a_lookup_with_one_timeout_saying_what_was_missing() {
     }
     r.round();
     let ev = r.events();
-    let [(1, Err(e))] = &ev[..] else {
+    let [(CallId(1), Err(e))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(e.kind(), ErrorKind::Timeout);
@@ -470,7 +473,7 @@ fn an_answer_after_the_deadline_is_ignored() {
     r.round();
     let ev = r.events();
     assert!(
-        matches!(&ev[..], [(1, Err(e))] if e.kind() == ErrorKind::Timeout),
+        matches!(&ev[..], [(CallId(1), Err(e))] if e.kind() == ErrorKind::Timeout),
         "{ev:?}"
     );
     r.answer(&t);
@@ -484,7 +487,7 @@ fn a_cancelled_lookup_sends_nothing_more_reports_nothing_and_drops_its_interest(
     r.start(1, &[(tp("u", 0), -1), (tp("t", 1), -1)], secs(60));
     let ts = r.sends();
     assert_eq!(ts.len(), 2);
-    r.lookups.cancel(1, &mut r.cluster);
+    r.lookups.cancel(CallId(1), &mut r.cluster);
     for t in &ts {
         r.answer(t);
     }
@@ -539,7 +542,7 @@ fn a_broker_too_old_for_a_timestamp_fails_the_lookup() {
         r.round();
     }
     let ev = r.events();
-    let [(1, Err(e))] = &ev[..] else {
+    let [(CallId(1), Err(e))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(e.kind(), ErrorKind::Unsupported);
@@ -575,10 +578,10 @@ fn run_random(seed: u32, steps: usize) {
         tp("gone", 0),
     ];
     let mut pending: Vec<Transmit> = Vec::new();
-    let mut old: Vec<(u64, i16, Vec<u8>)> = Vec::new();
+    let mut old: Vec<(RequestId, ApiVersion, Vec<u8>)> = Vec::new();
     // Lookups under way: deadline; finished or cancelled ones.
-    let mut open: BTreeMap<u64, Instant> = BTreeMap::new();
-    let mut closed: BTreeSet<u64> = BTreeSet::new();
+    let mut open: BTreeMap<CallId, Instant> = BTreeMap::new();
+    let mut closed: BTreeSet<CallId> = BTreeSet::new();
     // What the brokers answered, per lookup and partition.
     let mut said: BTreeMap<(u64, TopicPartition), Option<(i64, i64)>> = BTreeMap::new();
     let mut next_id = 1u64;
@@ -598,7 +601,7 @@ fn run_random(seed: u32, steps: usize) {
                 }
                 let timeout = ms(100 + pick(10_000) as u64);
                 r.start(next_id, &query, timeout);
-                open.insert(next_id, r.now() + timeout);
+                open.insert(CallId(next_id), r.now() + timeout);
                 next_id += 1;
             }
             3 => {
@@ -631,7 +634,7 @@ fn run_random(seed: u32, steps: usize) {
                                                 (p.offset >= 0).then_some((p.offset, p.timestamp));
                                             said.insert(
                                                 (
-                                                    id,
+                                                    id.0,
                                                     TopicPartition::new(
                                                         rt.name.as_str(),
                                                         p.partition_index,
@@ -761,7 +764,7 @@ fn run_random(seed: u32, steps: usize) {
                 ok += found.len();
                 for (tp, v) in found {
                     assert_eq!(
-                        said.get(&(id, tp.clone())),
+                        said.get(&(id.0, tp.clone())),
                         Some(&v),
                         "{ctx}: lookup {id} {tp}"
                     );

@@ -9,12 +9,12 @@ use crate::group::member::{member_transmit, MemberState};
 use crate::link::{Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{GenerationId, MemberId};
+use crate::types::{GenerationId, MemberId, RequestId};
 
 /// A heartbeat in flight, and who it spoke for.
 #[derive(Debug)]
 pub(super) struct HeartbeatSent {
-    pub id: u64,
+    pub id: RequestId,
     pub route: Route,
     pub generation: GenerationId,
     pub member_id: MemberId,

@@ -64,7 +64,7 @@ impl ClassicMember {
             return None;
         }
         let (route, v) = self.link::<JoinGroupRequest>(now, links, coordinator, Lane::Join)?;
-        if v < 5 {
+        if v.get() < 5 {
             if let Some(inst) = &self.cfg.instance_id {
                 let msg = format!(
                     "group {}: group.instance.id={inst} (static membership) needs JoinGroup v5 \

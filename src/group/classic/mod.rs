@@ -96,7 +96,7 @@ use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::sync_group::{SyncGroupRequest, SyncGroupRequestAssignment};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{GenerationId, Identity, MemberId, TopicPartition};
+use crate::types::{ApiVersion, GenerationId, Identity, MemberId, RequestId, TopicPartition};
 
 mod heartbeat;
 mod join;
@@ -146,7 +146,7 @@ struct Sync {
     assignments: Vec<SyncGroupRequestAssignment>,
     /// The leader's view of the partition counts it assigned (leader only).
     snapshot: Option<BTreeMap<String, Option<i32>>>,
-    sent: Option<(u64, Route)>,
+    sent: Option<(RequestId, Route)>,
 }
 
 /// What the leader keeps while it waits for partition counts.
@@ -170,7 +170,7 @@ enum State {
         resets: u64,
     },
     /// Waits for the JoinGroup answer.
-    AwaitJoin { id: u64, route: Route },
+    AwaitJoin { id: RequestId, route: Route },
     /// The leader waits for the partition counts of the group's topics (bounded).
     AwaitMetadata {
         leading: Leading,
@@ -426,8 +426,8 @@ impl Member for ClassicMember {
     /// Applies the answer to request `id`.
     fn handle_response(
         &mut self,
-        id: u64,
-        version: i16,
+        id: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -466,7 +466,7 @@ impl Member for ClassicMember {
                     body,
                     now,
                     links,
-                    |resp, job| resp.error_for(job.member_id.as_str(), version),
+                    |resp, job| resp.error_for(job.member_id.as_str(), version.get()),
                 );
             }
             _ => log::debug!(
@@ -481,7 +481,7 @@ impl Member for ClassicMember {
     /// Request `id` got no answer (its link closed or it timed out).
     fn handle_failure(
         &mut self,
-        id: u64,
+        id: RequestId,
         failure: &Failure,
         now: Instant,
         coordinator: &mut Coordinator,
@@ -803,7 +803,7 @@ impl ClassicMember {
                     job.member_id.as_str(),
                     None,
                     Some(job.reason),
-                    v,
+                    v.get(),
                 )
             });
         match poll {
@@ -943,7 +943,7 @@ impl ClassicMember {
         links: &mut Links,
         coordinator: &mut Coordinator,
         lane: Lane,
-    ) -> Option<(Route, i16)> {
+    ) -> Option<(Route, ApiVersion)> {
         match coordinator_link::<A>(now, links, coordinator, lane)? {
             (route, Ok(v)) => Some((route, v)),
             (_, Err(msg)) => {

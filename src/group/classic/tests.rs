@@ -296,7 +296,7 @@ fn unsubscribed_to_stable_a_single_member_joins_leads_with_range_and_heartbeats_
 
     let j1 = r.next_request(0, JoinGroupRequest::KEY, Duration::ZERO);
     assert_eq!(j1.route, Route::node(NodeId(COORD), Lane::Join));
-    assert_eq!(j1.version, 9);
+    assert_eq!(j1.version, ApiVersion(9));
     assert_eq!(j1.timeout, secs(305), "rebalance timeout + 5 s");
     let (req, sub) = subscription_of(&j1);
     assert_eq!(req.group_id, "g");
@@ -1160,14 +1160,14 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
     // ILLEGAL_GENERATION after generation 2 ended would reset; one of generation 1 must not.
     let member = &mut r.clients[0].member;
     member.heartbeat = Some(HeartbeatSent {
-        id: 999,
+        id: RequestId(999),
         route: hb2.route,
         generation: GenerationId(1),
         member_id: MemberId::new("c0-001"),
     });
-    r.clients[0].in_flight.insert(999, hb2.route);
+    r.clients[0].in_flight.insert(RequestId(999), hb2.route);
     r.push_answer(Answer {
-        id: 999,
+        id: RequestId(999),
         ..error_reply(0, &hb2, ErrorCode::ILLEGAL_GENERATION)
     });
     r.settle();

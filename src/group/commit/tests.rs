@@ -13,7 +13,7 @@ use crate::protocol::api::Api;
 use crate::sim::{
     self, group_route, known_cluster, malformed, ms, request, response, tp, Net, SimBroker,
 };
-use crate::types::{GenerationId, MemberEpoch, MemberId};
+use crate::types::{ApiVersion, GenerationId, MemberEpoch, MemberId, RequestId};
 
 /// Commit settings: `request.timeout.ms` 30 s, the tests' retry backoff, and no
 /// `require_stable`.
@@ -85,7 +85,7 @@ impl Rig {
             })
             .collect();
         let deadline = self.now() + timeout;
-        self.commits.commit(id, offsets, deadline);
+        self.commits.commit(CallId(id), offsets, deadline);
     }
 
     /// One round of the loop: timers, then the commits' requests (FindCoordinator and
@@ -238,7 +238,7 @@ fn committed_ids(ev: &[CommitEvent]) -> Vec<(u64, std::result::Result<(), ErrorK
     ev.iter()
         .filter_map(|e| match e {
             CommitEvent::Committed { id, result } => {
-                Some((*id, result.as_ref().map(|_| ()).map_err(|e| e.kind())))
+                Some((id.0, result.as_ref().map(|_| ()).map_err(|e| e.kind())))
             }
             _ => None,
         })
@@ -373,7 +373,7 @@ fn retriable_errors_are_retried_growing_until_the_deadline_then_time_out_saying_
     assert!(delays.windows(2).all(|w| w[1] > w[0]), "{delays:?}");
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -397,7 +397,7 @@ fn a_commit_on_the_wire_at_its_deadline_times_out_for_its_caller_and_still_goes_
     );
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -446,7 +446,7 @@ fn a_member_s_commit_refused_by_a_rebalance_or_a_lost_membership_says_what_happe
         r.answer_error(&t, code);
         let ev = r.events();
         let [CommitEvent::Committed {
-            id: 1,
+            id: CallId(1),
             result: Err(e),
         }] = &ev[..]
         else {
@@ -482,7 +482,7 @@ fn a_commit_refused_because_the_group_has_members_fails_with_commit_failed() {
         r.answer_error(&t, code);
         let ev = r.events();
         let [CommitEvent::Committed {
-            id: 1,
+            id: CallId(1),
             result: Err(e),
         }] = &ev[..]
         else {
@@ -509,7 +509,7 @@ fn other_fatal_commit_errors_name_the_partition() {
     r.deliver(&t, &response::<OffsetCommitRequest>(&t, &resp));
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -530,7 +530,7 @@ fn a_partition_missing_from_the_commit_answer_fails_the_commit() {
     r.deliver(&t, &response::<OffsetCommitRequest>(&t, &resp));
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -616,7 +616,7 @@ fn a_commit_waiting_for_an_unfindable_coordinator_times_out_with_the_reason() {
     r.round();
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -638,7 +638,7 @@ fn a_broker_without_offset_commit_fails_the_commit() {
     }
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -671,7 +671,7 @@ fn offsets_of(ev: &[CommitEvent]) -> Vec<(u64, OffsetsSeen)> {
     ev.iter()
         .filter_map(|e| match e {
             CommitEvent::Offsets { id, result } => Some((
-                *id,
+                id.0,
                 result
                     .as_ref()
                     .map(|m| {
@@ -698,9 +698,9 @@ fn committed_offsets_are_read_from_the_coordinator() {
             .on_ready(group_route(2), Versions::new([(9, 1, v), (8, 2, 9)]));
         r.broker.committed.insert(tp("t", 0), 42);
         r.commits
-            .fetch(7, vec![tp("t", 0), tp("t", 1)], r.now() + secs(30));
+            .fetch(CallId(7), vec![tp("t", 0), tp("t", 1)], r.now() + secs(30));
         let t = r.send();
-        assert_eq!((t.route, t.version), (group_route(2), v));
+        assert_eq!((t.route, t.version), (group_route(2), ApiVersion(v)));
         let mut asked = r.broker.offset_fetch_request(&t);
         asked.sort();
         assert_eq!(asked, vec![tp("t", 0), tp("t", 1)]);
@@ -722,7 +722,7 @@ fn committed_offsets_are_read_from_the_coordinator() {
 #[test]
 fn an_empty_committed_lookup_answers_at_once() {
     let mut r = Rig::new();
-    r.commits.fetch(1, vec![], r.now() + secs(1));
+    r.commits.fetch(CallId(1), vec![], r.now() + secs(1));
     assert_eq!(offsets_of(&r.events()), vec![(1, Ok(BTreeMap::new()))]);
 }
 
@@ -730,7 +730,8 @@ fn an_empty_committed_lookup_answers_at_once() {
 fn committed_lookup_retries_retriable_and_unstable_answers_and_fails_on_fatal_ones() {
     let mut r = Rig::new();
     r.broker.committed.insert(tp("t", 0), 42);
-    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+    r.commits
+        .fetch(CallId(1), vec![tp("t", 0)], r.now() + secs(30));
     let t = r.send();
     r.answer_fetch(&t, ErrorCode::COORDINATOR_LOAD_IN_PROGRESS, |_| 0);
     assert!(r.events().is_empty());
@@ -759,7 +760,7 @@ fn committed_lookup_retries_retriable_and_unstable_answers_and_fails_on_fatal_on
 fn a_partition_missing_from_the_committed_answer_is_asked_again() {
     let mut r = Rig::new();
     r.commits
-        .fetch(1, vec![tp("t", 0), tp("t", 1)], r.now() + secs(30));
+        .fetch(CallId(1), vec![tp("t", 0), tp("t", 1)], r.now() + secs(30));
     let t = r.send();
     let mut resp = r.broker.offset_fetch(&t, 0, |_| 0);
     resp.groups[0].topics[0].partitions.pop();
@@ -774,14 +775,15 @@ fn a_partition_missing_from_the_committed_answer_is_asked_again() {
 #[test]
 fn a_committed_lookup_times_out_at_its_deadline() {
     let mut r = Rig::new();
-    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(2));
+    r.commits
+        .fetch(CallId(1), vec![tp("t", 0)], r.now() + secs(2));
     let t = r.send();
     r.fail(&t, Failure::TimedOut);
     r.at(r.now() + secs(2));
     r.round();
     let ev = r.events();
     let [CommitEvent::Offsets {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -797,7 +799,8 @@ fn a_committed_lookup_times_out_at_its_deadline() {
 #[test]
 fn a_group_without_an_offset_answer_is_asked_again() {
     let mut r = Rig::new();
-    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+    r.commits
+        .fetch(CallId(1), vec![tp("t", 0)], r.now() + secs(30));
     let t = r.send();
     let resp = OffsetFetchResponse::default();
     r.deliver(&t, &response::<OffsetFetchRequest>(&t, &resp));
@@ -988,9 +991,10 @@ fn a_consumer_protocol_member_names_itself_in_offset_fetch_v9_and_no_one_else_do
             .links
             .on_ready(group_route(2), Versions::new([(9, 1, v), (8, 2, 9)]));
         r.commits.set_identity(who.clone());
-        r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+        r.commits
+            .fetch(CallId(1), vec![tp("t", 0)], r.now() + secs(30));
         let t = r.send();
-        assert_eq!(t.version, v);
+        assert_eq!(t.version, ApiVersion(v));
         assert_eq!(fetch_asker(&t), want, "{who:?} at v{v}");
         // The position lookups for the fetcher name it the same way.
         r.answer(&t);
@@ -1059,7 +1063,8 @@ fn a_member_epoch_refusal_on_a_committed_lookup_is_retried_with_the_current_epoc
     let mut r = Rig::new();
     r.broker.committed.insert(tp("t", 0), 42);
     r.commits.set_identity(member_at(3));
-    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+    r.commits
+        .fetch(CallId(1), vec![tp("t", 0)], r.now() + secs(30));
     let t = r.send();
     r.answer_fetch(&t, ErrorCode::STALE_MEMBER_EPOCH, |_| 0);
     assert!(r.events().is_empty(), "retried, not reported");
@@ -1080,7 +1085,8 @@ fn a_member_epoch_refusal_on_a_committed_lookup_is_retried_with_the_current_epoc
     assert_eq!(offsets_of(&r.events()), vec![(1, Ok(want))]);
 
     // An epoch that never becomes current: a timeout at the deadline that says why.
-    r.commits.fetch(2, vec![tp("t", 0)], r.now() + secs(2));
+    r.commits
+        .fetch(CallId(2), vec![tp("t", 0)], r.now() + secs(2));
     let deadline = r.now() + secs(2);
     while r.now() < deadline {
         for t in r.sends() {
@@ -1093,7 +1099,7 @@ fn a_member_epoch_refusal_on_a_committed_lookup_is_retried_with_the_current_epoc
     r.round();
     let ev = r.events();
     let [CommitEvent::Offsets {
-        id: 2,
+        id: CallId(2),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -1108,7 +1114,8 @@ fn a_member_epoch_refusal_of_a_lookup_not_naming_a_member_fails_it() {
     // The broker checks membership only when the request names a member: from anyone
     // else these codes are not about an epoch moving on.
     let mut r = Rig::new();
-    r.commits.fetch(1, vec![tp("t", 0)], r.now() + secs(30));
+    r.commits
+        .fetch(CallId(1), vec![tp("t", 0)], r.now() + secs(30));
     let t = r.send();
     r.answer_fetch(&t, ErrorCode::UNKNOWN_MEMBER_ID, |_| 0);
     assert_eq!(offsets_of(&r.events()), vec![(1, Err(ErrorKind::Broker))]);
@@ -1179,7 +1186,7 @@ fn a_stale_commit_whose_partitions_were_all_revoked_fails_with_commit_failed() {
     r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -1250,7 +1257,7 @@ fn a_stale_commit_that_stays_stale_times_out_at_its_deadline_saying_why() {
     r.round();
     let ev = r.events();
     let [CommitEvent::Committed {
-        id: 1,
+        id: CallId(1),
         result: Err(e),
     }] = &ev[..]
     else {
@@ -1271,7 +1278,7 @@ fn stale_member_epoch_fails_a_commit_that_does_not_speak_the_consumer_protocol()
         r.answer_error(&t, ErrorCode::STALE_MEMBER_EPOCH);
         let ev = r.events();
         let [CommitEvent::Committed {
-            id: 1,
+            id: CallId(1),
             result: Err(e),
         }] = &ev[..]
         else {
@@ -1307,7 +1314,7 @@ fn a_consumer_protocol_member_s_refused_commit_speaks_of_its_member_epoch() {
         r.answer_error(&t, code);
         let ev = r.events();
         let [CommitEvent::Committed {
-            id: 1,
+            id: CallId(1),
             result: Err(e),
         }] = &ev[..]
         else {
@@ -1350,12 +1357,12 @@ fn run_random(seed: u32, steps: usize) {
     r.hold_find = true;
     let all = [tp("t", 0), tp("t", 1), tp("t", 2)];
     let mut pending: Vec<Transmit> = Vec::new();
-    let mut old: Vec<(u64, i16, Vec<u8>)> = Vec::new();
+    let mut old: Vec<(RequestId, ApiVersion, Vec<u8>)> = Vec::new();
     // Commits not ended, oldest first, with their deadlines; lookups not ended.
-    let mut open_commits: Vec<(u64, Instant)> = Vec::new();
-    let mut open_fetches: BTreeMap<u64, Instant> = BTreeMap::new();
-    let mut ended: BTreeSet<u64> = BTreeSet::new();
-    let mut applied: Vec<u64> = Vec::new();
+    let mut open_commits: Vec<(CallId, Instant)> = Vec::new();
+    let mut open_fetches: BTreeMap<CallId, Instant> = BTreeMap::new();
+    let mut ended: BTreeSet<CallId> = BTreeSet::new();
+    let mut applied: Vec<CallId> = Vec::new();
     let mut next_id = 1u64;
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for step in 0..steps {
@@ -1370,13 +1377,14 @@ fn run_random(seed: u32, steps: usize) {
                     .collect();
                 let timeout = ms(200 + pick(8_000) as u64);
                 r.commit(next_id, &offsets, timeout);
-                open_commits.push((next_id, now + timeout));
+                open_commits.push((CallId(next_id), now + timeout));
                 next_id += 1;
             }
             2 => {
                 let timeout = ms(200 + pick(8_000) as u64);
-                r.commits.fetch(next_id, all.to_vec(), now + timeout);
-                open_fetches.insert(next_id, now + timeout);
+                r.commits
+                    .fetch(CallId(next_id), all.to_vec(), now + timeout);
+                open_fetches.insert(CallId(next_id), now + timeout);
                 next_id += 1;
             }
             3 => {
@@ -1415,7 +1423,7 @@ fn run_random(seed: u32, steps: usize) {
                             }
                             _ => {
                                 if t.api_key == OffsetCommitRequest::KEY {
-                                    applied.push(commit_id(&t));
+                                    applied.push(CallId(commit_id(&t)));
                                 }
                                 r.broker.answer(&t)
                             }
@@ -1541,7 +1549,7 @@ fn run_random(seed: u32, steps: usize) {
             if t.api_key == OffsetCommitRequest::KEY
                 && sim::node_of(t.route) == r.broker.coordinator
             {
-                applied.push(commit_id(&t));
+                applied.push(CallId(commit_id(&t)));
             }
             let body = if sim::node_of(t.route) == r.broker.coordinator {
                 r.broker.answer(&t)
@@ -1590,10 +1598,10 @@ fn step_checks(
     r: &mut Rig,
     ctx: &str,
     pending: &mut Vec<Transmit>,
-    open_commits: &mut Vec<(u64, Instant)>,
-    open_fetches: &mut BTreeMap<u64, Instant>,
-    ended: &mut BTreeSet<u64>,
-    applied: &[u64],
+    open_commits: &mut Vec<(CallId, Instant)>,
+    open_fetches: &mut BTreeMap<CallId, Instant>,
+    ended: &mut BTreeSet<CallId>,
+    applied: &[CallId],
     outcomes: &mut BTreeMap<String, usize>,
 ) {
     // The loop: timers, then the events so far, then what the components hand out.
@@ -1619,7 +1627,7 @@ fn step_checks(
             let id = commit_id(&t);
             assert_eq!(
                 open_commits.first().map(|c| c.0),
-                Some(id),
+                Some(CallId(id)),
                 "{ctx}: commit {id} sent before older ones ended: {open_commits:?}; queue {:?}",
                 r.commits
                     .commits
@@ -1668,10 +1676,10 @@ fn step_checks(
 fn drain_events(
     r: &mut Rig,
     ctx: &str,
-    open_commits: &mut Vec<(u64, Instant)>,
-    open_fetches: &mut BTreeMap<u64, Instant>,
-    ended: &mut BTreeSet<u64>,
-    applied: &[u64],
+    open_commits: &mut Vec<(CallId, Instant)>,
+    open_fetches: &mut BTreeMap<CallId, Instant>,
+    ended: &mut BTreeSet<CallId>,
+    applied: &[CallId],
     outcomes: &mut BTreeMap<String, usize>,
 ) {
     let events = r.events();

@@ -8,6 +8,7 @@ use crate::error::ErrorKind;
 use crate::link::{Lane, Versions};
 use crate::protocol::api::find_coordinator::FindCoordinatorResponse;
 use crate::sim::{self, known_cluster, malformed, ms, request, response, Net, SimBroker};
+use crate::types::RequestId;
 
 /// A coordinator, its links, a cluster knowing brokers 1 to 3, and the brokers (whose
 /// coordinator for group `g` is broker 2).
@@ -109,7 +110,7 @@ fn the_coordinator_is_found_on_a_control_link_when_wanted_and_its_address_learnt
     let t = r.send();
     assert_eq!(t.route.lane, Lane::Control);
     let req = request::<FindCoordinatorRequest>(&t);
-    assert_eq!(t.version, 6);
+    assert_eq!(t.version, ApiVersion(6));
     assert_eq!(req.coordinator_keys, vec!["g".to_owned()]);
     assert_eq!(req.key_type, KEY_TYPE_GROUP);
     r.answer(&t);
@@ -141,7 +142,7 @@ fn older_brokers_are_asked_with_the_single_key_layout() {
                 .on_ready(route, Versions::new([(10, 0, v), (3, 1, 13)]));
         }
         let t = r.send();
-        assert_eq!(t.version, v);
+        assert_eq!(t.version, ApiVersion(v));
         assert_eq!(request::<FindCoordinatorRequest>(&t).key, "g");
         r.answer(&t);
         assert_eq!(r.coordinator.node(), Some(NodeId(2)), "v{v}");
@@ -314,7 +315,7 @@ fn a_failed_request_backs_off_and_its_late_answer_is_ignored() {
     };
     let body = r.broker.answer(&t2);
     r.coordinator.handle_response(
-        t2.tag.id + 100,
+        RequestId(t2.tag.id.0 + 100),
         t2.version,
         &body,
         r.now(),

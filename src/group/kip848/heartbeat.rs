@@ -19,7 +19,7 @@ use crate::protocol::api::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{MemberEpoch, MemberId};
+use crate::types::{ApiVersion, MemberEpoch, MemberId, RequestId};
 
 /// How often UNRELEASED_INSTANCE_ID is retried before it is fatal: right after a static
 /// member's restart the broker may still hold the old incarnation for a moment.
@@ -64,7 +64,7 @@ pub(super) struct SentFields {
 impl SentFields {
     /// The heartbeat to send now at version `v` for a member that is `f`; records what it
     /// carries.
-    pub fn request(&mut self, v: i16, f: Fields<'_>) -> ConsumerGroupHeartbeatRequest {
+    pub fn request(&mut self, v: ApiVersion, f: Fields<'_>) -> ConsumerGroupHeartbeatRequest {
         let joining = f.joining;
         let mut req = ConsumerGroupHeartbeatRequest {
             group_id: f.group_id.to_owned(),
@@ -98,7 +98,7 @@ impl SentFields {
             req.subscribed_topic_names = Some(names.clone());
             self.topic_names = Some(names);
         }
-        if v >= 1 {
+        if v.get() >= 1 {
             match regex {
                 Some(r) if full || self.topic_regex.as_ref() != Some(&r) => {
                     req.subscribed_topic_regex = Some(r.clone());
@@ -132,9 +132,9 @@ impl SentFields {
 /// The regular heartbeat in flight.
 #[derive(Debug)]
 pub(super) struct HeartbeatSent {
-    pub id: u64,
+    pub id: RequestId,
     pub route: Route,
-    pub version: i16,
+    pub version: ApiVersion,
     /// [`Heartbeats::joins`] when it was sent.
     joins: u64,
     /// The epoch it carried.
@@ -175,7 +175,7 @@ impl Heartbeats {
     }
 
     /// The heartbeat in flight if it is request `id` (it is no longer in flight then).
-    pub fn take(&mut self, id: u64) -> Option<HeartbeatSent> {
+    pub fn take(&mut self, id: RequestId) -> Option<HeartbeatSent> {
         self.in_flight.take_if(|h| h.id == id)
     }
 
@@ -211,13 +211,13 @@ impl Heartbeats {
     }
 
     /// The request for a member that is `f`, at version `v` (see [`SentFields`]).
-    pub fn request(&mut self, v: i16, f: Fields<'_>) -> ConsumerGroupHeartbeatRequest {
+    pub fn request(&mut self, v: ApiVersion, f: Fields<'_>) -> ConsumerGroupHeartbeatRequest {
         self.sent.request(v, f)
     }
 
     /// Request `id` went on `route` at version `v` with `epoch`; the next is due once it
     /// is answered.
-    pub fn sent(&mut self, id: u64, route: Route, version: i16, epoch: MemberEpoch) {
+    pub fn sent(&mut self, id: RequestId, route: Route, version: ApiVersion, epoch: MemberEpoch) {
         self.in_flight = Some(HeartbeatSent {
             id,
             route,
@@ -296,7 +296,7 @@ impl Kip848Member {
     pub(super) fn send_heartbeat(
         &mut self,
         route: Route,
-        v: Result<i16, String>,
+        v: Result<ApiVersion, String>,
     ) -> Option<Transmit> {
         let Ok(v) = v else {
             let msg = format!(
@@ -308,7 +308,7 @@ impl Kip848Member {
             self.fatal(Error::unsupported(msg));
             return None;
         };
-        if v == 0 && matches!(self.subscription, Some(Subscription::Pattern(_))) {
+        if v.get() == 0 && matches!(self.subscription, Some(Subscription::Pattern(_))) {
             let msg = format!(
                 "group {}: the cluster does not support regular expressions resolution on \
                  ConsumerGroupHeartbeat API version 0 (it needs Kafka 4.0 or later); subscribe \
@@ -320,7 +320,7 @@ impl Kip848Member {
         }
         let fields = Fields {
             group_id: self.core.group_id(),
-            member_id: if v == 0 && !self.assigned_id {
+            member_id: if v.get() == 0 && !self.assigned_id {
                 ""
             } else {
                 self.member_id.as_str()
@@ -389,7 +389,7 @@ impl Kip848Member {
         self.core.recovered();
         self.unreleased_retries = 0;
         self.join_fencings = 0;
-        if sent.version == 0 {
+        if sent.version.get() == 0 {
             if let Some(id) = resp.member_id.as_deref().filter(|id| !id.is_empty()) {
                 if self.member_id != id || !self.assigned_id {
                     self.member_id = MemberId::new(id);

@@ -88,7 +88,7 @@ use crate::group::member::{
 };
 use crate::link::{Failure, Lane, Links, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
-use crate::types::{Identity, MemberEpoch, MemberId, TopicPartition};
+use crate::types::{ApiVersion, Identity, MemberEpoch, MemberId, RequestId, TopicPartition};
 
 mod heartbeat;
 mod reconcile;
@@ -424,8 +424,8 @@ impl Member for Kip848Member {
     /// Applies the answer to request `id`.
     fn handle_response(
         &mut self,
-        id: u64,
-        version: i16,
+        id: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -466,7 +466,7 @@ impl Member for Kip848Member {
     /// Request `id` got no answer (its link closed or it timed out).
     fn handle_failure(
         &mut self,
-        id: u64,
+        id: RequestId,
         failure: &Failure,
         now: Instant,
         coordinator: &mut Coordinator,

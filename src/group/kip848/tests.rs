@@ -22,7 +22,7 @@ use crate::protocol::api::consumer_group_heartbeat::{
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
 use crate::sim::{self, ms, request, tp, SimBroker};
-use crate::types::NodeId;
+use crate::types::{ApiVersion, NodeId, RequestId};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -84,7 +84,7 @@ type Client = sim_rig::Client<Kip848Member, SimConsumerGroup>;
 #[derive(Debug, Clone)]
 pub(crate) struct Sent {
     at: Instant,
-    version: i16,
+    version: ApiVersion,
     req: ConsumerGroupHeartbeatRequest,
 }
 
@@ -158,9 +158,11 @@ impl RigMember<SimConsumerGroup> for Kip848Member {
         None
     }
 
-    fn describe_answer(id: u64, version: i16, body: &[u8]) -> Option<String> {
-        let resp =
-            crate::protocol::frame::decode_response::<ConsumerGroupHeartbeatRequest>(body, version);
+    fn describe_answer(id: u64, version: ApiVersion, body: &[u8]) -> Option<String> {
+        let resp = crate::protocol::frame::decode_response::<ConsumerGroupHeartbeatRequest>(
+            body,
+            version.get(),
+        );
         Some(match resp {
             Ok(resp) => format!(
                 "answer {id}: error {} epoch {} assignment {:?}",
@@ -184,7 +186,7 @@ impl RigMember<SimConsumerGroup> for Kip848Member {
 /// Heartbeats sent and maybe in flight: whether a leave, and the member's `joins` then.
 #[derive(Default)]
 pub(crate) struct InFlight {
-    marks: BTreeMap<u64, (bool, u64)>,
+    marks: BTreeMap<RequestId, (bool, u64)>,
 }
 
 impl Client {
@@ -498,7 +500,7 @@ fn joining_to_reconciling_to_acknowledging_to_stable_then_heartbeats_partially()
 
     let j = r.next_request(0, Duration::ZERO);
     assert_eq!(j.route, Route::node(NodeId(COORD), Lane::Group));
-    assert_eq!(j.version, 1);
+    assert_eq!(j.version, ApiVersion(1));
     assert_eq!(j.timeout, secs(30));
     let req = hb(&j);
     assert_eq!(req.group_id, "g");
@@ -561,7 +563,7 @@ fn joining_to_reconciling_to_acknowledging_to_stable_then_heartbeats_partially()
     assert_eq!(later.len(), 12, "{later:?}");
     for (k, s) in later.iter().enumerate() {
         assert_eq!(s.at, t0 + secs(5 * (k as u64 + 1)));
-        assert_eq!((s.req.member_epoch, s.version), (1, 1));
+        assert_eq!((s.req.member_epoch, s.version), (1, ApiVersion(1)));
         assert_eq!(s.req.member_id, id);
         assert_partial(&s.req);
     }
@@ -686,7 +688,7 @@ fn a_pattern_subscription_sends_the_regex_at_v1_and_the_coordinator_resolves_it(
     r.run_until(secs(5), Rig::all_stable);
     let c = &r.clients[0];
     let join = &c.sent[0];
-    assert_eq!(join.version, 1);
+    assert_eq!(join.version, ApiVersion(1));
     assert_eq!(join.req.subscribed_topic_regex.as_deref(), Some("t.*"));
     assert_eq!(
         join.req.subscribed_topic_names,
@@ -741,7 +743,7 @@ fn at_v0_the_first_heartbeat_has_an_empty_member_id_and_the_member_adopts_the_se
     r.run_until(secs(5), Rig::all_stable);
     r.run_for(secs(6));
     let c = &r.clients[0];
-    assert_eq!(c.sent[0].version, 0);
+    assert_eq!(c.sent[0].version, ApiVersion(0));
     assert_eq!(c.sent[0].req.member_id, "");
     assert_eq!(c.member.member_id(), "server-id-1");
     assert!(c.sent[1..].iter().all(|s| s.req.member_id == "server-id-1"));

@@ -29,7 +29,7 @@ use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::wire::DecodeError;
-use crate::types::{Identity, MemberId, TopicPartition};
+use crate::types::{ApiVersion, Identity, MemberId, RequestId, TopicPartition};
 
 /// A leave to send (LeaveGroup, or a heartbeat with a leave epoch), or in flight.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ pub(crate) struct LeaveJob {
     pub for_user: bool,
     /// Given up if not sent by then.
     pub deadline: Instant,
-    pub sent: Option<(u64, Route)>,
+    pub sent: Option<(RequestId, Route)>,
 }
 
 /// A member's state as the transition check sees it: its name, and the diagram's edges.
@@ -123,7 +123,7 @@ impl Deadlines {
 pub(crate) struct MemberCore {
     /// Learnt from the coordinator component (for logs and requests).
     group_id: String,
-    next_id: u64,
+    next_id: RequestId,
     next_token: u64,
     events: VecDeque<MemberEvent>,
     /// Who commits speak for, as last told.
@@ -150,7 +150,7 @@ impl MemberCore {
     ) -> MemberCore {
         MemberCore {
             group_id: String::new(),
-            next_id: 1,
+            next_id: RequestId(1),
             next_token: 1,
             events: VecDeque::new(),
             identity,
@@ -192,10 +192,8 @@ impl MemberCore {
     }
 
     /// The id of the next request.
-    pub fn take_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
+    pub fn take_id(&mut self) -> RequestId {
+        self.next_id.take_next()
     }
 
     /// `request.timeout.ms`.
@@ -383,7 +381,7 @@ impl MemberCore {
         now: Instant,
         links: &mut Links,
         coordinator: &mut Coordinator,
-        request: impl FnOnce(&str, &LeaveJob, i16) -> A,
+        request: impl FnOnce(&str, &LeaveJob, ApiVersion) -> A,
     ) -> LeavePoll {
         if self.leave.as_ref().is_none_or(|j| j.sent.is_some()) {
             return LeavePoll::Idle;
@@ -420,7 +418,7 @@ impl MemberCore {
     }
 
     /// Whether request `id` is the leave in flight.
-    pub fn is_leave(&self, id: u64) -> bool {
+    pub fn is_leave(&self, id: RequestId) -> bool {
         self.leave
             .as_ref()
             .is_some_and(|j| j.sent.is_some_and(|(s, _)| s == id))
@@ -430,7 +428,7 @@ impl MemberCore {
     /// is over.
     pub fn leave_answered<A: Api>(
         &mut self,
-        version: i16,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -568,7 +566,7 @@ pub(crate) fn coordinator_link<A: Api>(
     links: &mut Links,
     coordinator: &mut Coordinator,
     lane: Lane,
-) -> Option<(Route, Result<i16, String>)> {
+) -> Option<(Route, Result<ApiVersion, String>)> {
     let route = Route::node(coordinator.node()?, lane);
     let versions = links.ready(route, now)?;
     let v = versions
@@ -581,8 +579,8 @@ pub(crate) fn coordinator_link<A: Api>(
 pub(crate) fn member_transmit<A: Api>(
     route: Route,
     req: &A,
-    v: i16,
-    id: u64,
+    v: ApiVersion,
+    id: RequestId,
     timeout: Duration,
 ) -> Transmit {
     Transmit::new(

@@ -23,7 +23,7 @@ use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::link::{Failure, Links, Transmit};
-use crate::types::{Identity, TopicPartition};
+use crate::types::{ApiVersion, Identity, RequestId, TopicPartition};
 
 mod core;
 mod subscription;
@@ -60,8 +60,8 @@ pub(crate) trait Member: Send {
     #[allow(clippy::too_many_arguments)]
     fn handle_response(
         &mut self,
-        id: u64,
-        version: i16,
+        id: RequestId,
+        version: ApiVersion,
         body: &[u8],
         now: Instant,
         links: &mut Links,
@@ -71,7 +71,7 @@ pub(crate) trait Member: Send {
     /// Request `id` got no answer (its link closed or it timed out).
     fn handle_failure(
         &mut self,
-        id: u64,
+        id: RequestId,
         failure: &Failure,
         now: Instant,
         coordinator: &mut Coordinator,

@@ -34,6 +34,7 @@ use crate::protocol::frame::encode_response;
 use crate::protocol::message::Bytes;
 use crate::sim::request;
 use crate::sim::SimBroker;
+use crate::types::{ApiVersion, RequestId};
 
 use super::{Answer, SimCoordinator};
 
@@ -51,8 +52,8 @@ pub(crate) enum GroupState {
 pub(crate) struct Held {
     pub client: usize,
     pub route: Route,
-    pub id: u64,
-    pub version: i16,
+    pub id: RequestId,
+    pub version: ApiVersion,
 }
 
 impl Held {
@@ -73,7 +74,7 @@ pub(crate) fn reply<A: Api>(h: Held, resp: &A::Response) -> Answer {
         route: h.route,
         id: h.id,
         version: h.version,
-        body: encode_response::<A>(resp, h.version, 1)[4..].to_vec(),
+        body: encode_response::<A>(resp, h.version.get(), 1)[4..].to_vec(),
     }
 }
 
@@ -358,7 +359,7 @@ impl SimGroup {
         }
         if req.member_id.is_empty() {
             let new_id = self.new_id(h.client, None);
-            if h.version >= 4 {
+            if h.version >= ApiVersion(4) {
                 self.pending.insert(new_id.clone(), now + session_timeout);
                 self.replies
                     .push(Self::join_error(h, ErrorCode::MEMBER_ID_REQUIRED, &new_id));
@@ -580,7 +581,7 @@ impl SimGroup {
                 .push(Self::sync_error(h, ErrorCode::ILLEGAL_GENERATION));
             return;
         }
-        if h.version >= 5
+        if h.version >= ApiVersion(5)
             && (req.protocol_type.as_deref() != Some("consumer")
                 || req.protocol_name != self.protocol)
         {
@@ -665,7 +666,7 @@ impl SimGroup {
     }
 
     fn leave(&mut self, h: Held, req: LeaveGroupRequest, now: Instant) {
-        let leaving: Vec<(String, Option<String>)> = if h.version >= 3 {
+        let leaving: Vec<(String, Option<String>)> = if h.version >= ApiVersion(3) {
             req.members
                 .iter()
                 .map(|m| (m.member_id.clone(), m.group_instance_id.clone()))
@@ -696,7 +697,7 @@ impl SimGroup {
             self.prepare_rebalance(now);
             self.check_join_complete(now);
         }
-        let top = if h.version < 3 {
+        let top = if h.version < ApiVersion(3) {
             answers.first().map_or(0, |a| a.error_code)
         } else {
             0

@@ -202,7 +202,7 @@ impl SimConsumerGroup {
     pub fn handle(&mut self, client: usize, t: &Transmit, now: Instant) -> Vec<u8> {
         let req = request::<ConsumerGroupHeartbeatRequest>(t);
         self.heartbeats += 1;
-        let resp = match self.heartbeat(client, t.version, &req, now) {
+        let resp = match self.heartbeat(client, t.version.get(), &req, now) {
             Ok(r) => r,
             Err((code, msg)) => ConsumerGroupHeartbeatResponse {
                 error_code: code.code(),

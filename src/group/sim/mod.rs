@@ -17,7 +17,7 @@ use crate::group::member::{CallbackKind, CallbackToken, Member, MemberEvent, Sub
 use crate::link::{Failure, Lane, Peer, Route, Transmit, Versions};
 use crate::protocol::error_code::ErrorCode;
 use crate::sim::{self, cluster_config, Clock, Net, SimBroker};
-use crate::types::{Identity, NodeId, TopicPartition};
+use crate::types::{ApiVersion, Identity, NodeId, RequestId, TopicPartition};
 
 pub(crate) mod classic;
 pub(crate) mod kip848;
@@ -30,8 +30,8 @@ pub(crate) const COORD: i32 = 2;
 pub(crate) struct Answer {
     pub client: usize,
     pub route: Route,
-    pub id: u64,
-    pub version: i16,
+    pub id: RequestId,
+    pub version: ApiVersion,
     pub body: Vec<u8>,
 }
 
@@ -77,7 +77,7 @@ pub(crate) trait RigMember<G: SimCoordinator>: Member + Sized {
         None
     }
     /// A line for the log about answer `body` to a request.
-    fn describe_answer(_id: u64, _version: i16, _body: &[u8]) -> Option<String> {
+    fn describe_answer(_id: u64, _version: ApiVersion, _body: &[u8]) -> Option<String> {
         None
     }
     /// The invariants at any instant.
@@ -129,7 +129,7 @@ pub(crate) struct Client<M: RigMember<G>, G: SimCoordinator> {
     /// How long the coordinator's answers take to arrive.
     pub answer_delay: Duration,
     /// Requests awaiting an answer.
-    pub in_flight: BTreeMap<u64, Route>,
+    pub in_flight: BTreeMap<RequestId, Route>,
     /// Every request the member sent.
     pub sent: Vec<M::Sent>,
     pub finds: usize,
@@ -151,8 +151,8 @@ impl<M: RigMember<G>, G: SimCoordinator> Client<M, G> {
 pub(crate) struct Reply {
     pub client: usize,
     pub route: Route,
-    pub id: u64,
-    pub version: i16,
+    pub id: RequestId,
+    pub version: ApiVersion,
     /// None: lost (the request times out at `due`).
     pub body: Option<Vec<u8>>,
     pub due: Instant,
@@ -407,7 +407,7 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
         let now = self.now();
         let c = &mut self.clients[i];
         c.net.close(route, why);
-        let ids: Vec<u64> = c
+        let ids: Vec<RequestId> = c
             .in_flight
             .iter()
             .filter(|(_, r)| **r == route)
@@ -465,7 +465,7 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
     pub fn pass_now(&mut self, i: usize, t: &Transmit) {
         let now = self.now();
         self.group.handle(i, t, now);
-        self.take_answers(Some((t.tag.id, t.timeout)));
+        self.take_answers(Some((t.tag.id.0, t.timeout)));
     }
 
     /// Hands intercepted request `t` of client `i` to the coordinator.
@@ -481,7 +481,7 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
         for a in self.group.take_answers() {
             let c = &mut self.clients[a.client];
             let lost = match sent {
-                Some((id, timeout)) if id == a.id && c.lose > 0 => {
+                Some((id, timeout)) if id == a.id.0 && c.lose > 0 => {
                     c.lose -= 1;
                     Some(timeout)
                 }
@@ -520,7 +520,7 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
             busy = true;
             match r.body {
                 Some(body) => {
-                    if let Some(line) = M::describe_answer(r.id, r.version, &body) {
+                    if let Some(line) = M::describe_answer(r.id.0, r.version, &body) {
                         c.log.push(format!("{at:?} {line}"));
                     }
                     c.net.answered(r.route);

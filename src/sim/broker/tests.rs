@@ -8,6 +8,7 @@ use crate::link::{Owner, Tag};
 use crate::protocol::api::fetch::{FetchPartition, FetchTopic};
 use crate::protocol::frame::decode_response;
 use crate::sim::fetch_route;
+use crate::types::{ApiVersion, RequestId};
 
 fn fetch_transmit(v: i16, broker: &SimBroker, session_epoch: i32) -> Transmit {
     let topic = "t";
@@ -31,10 +32,10 @@ fn fetch_transmit(v: i16, broker: &SimBroker, session_epoch: i32) -> Transmit {
     Transmit::new(
         fetch_route(1),
         &req,
-        v,
+        ApiVersion(v),
         Tag {
             owner: Owner::Fetcher,
-            id: 1,
+            id: RequestId(1),
         },
         Duration::from_secs(1),
     )
@@ -73,7 +74,7 @@ fn the_simulated_broker_keeps_fetch_sessions() {
     let mut req = request::<FetchRequest>(&t);
     req.session_id = first.session_id;
     req.topics.clear();
-    t = Transmit::new(t.route, &req, 12, t.tag, t.timeout);
+    t = Transmit::new(t.route, &req, ApiVersion(12), t.tag, t.timeout);
     let next = b.fetch(&t);
     assert_eq!(next.error_code, 0);
     assert_eq!(next.parts.len(), 1, "the session covers t-0");
