@@ -3,9 +3,9 @@
 //! fetcher), newtypes for the integers and strings that mean different things (a broker's
 //! node id, a partition's leader epoch, the epoch of a position, a request's correlation
 //! id on the wire and its id inside the client, the version it is sent at, an application
-//! call waiting for an answer, a classic group's generation, a KIP-848 member epoch, a
-//! member id), and who commits speak for ([`Identity`]). Mixing them up is a compile
-//! error.
+//! call waiting for an answer, how much metadata has been applied, a classic group's
+//! generation, a KIP-848 member epoch, a member id), and who commits speak for
+//! ([`Identity`]). Mixing them up is a compile error.
 
 use std::fmt;
 use std::sync::Arc;
@@ -171,6 +171,11 @@ impl fmt::Display for CallId {
         write!(f, "{}", self.0)
     }
 }
+
+/// How many Metadata answers the client has applied (the cluster's view, bumped by each):
+/// a component that needs newer metadata than it saw waits for a later one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub(crate) struct MetadataGeneration(pub u64);
 
 /// A classic group's generation (JoinGroup's `GenerationId`): bumped by the coordinator at
 /// every rebalance. [`GenerationId::UNKNOWN`] (-1) while the member is not in a generation.

@@ -31,7 +31,9 @@ use crate::link::{Failure, Lane, LinkState, Links, Owner, Peer, Route, Tag, Tran
 use crate::protocol::api::metadata::{MetadataRequest, MetadataResponse};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
-use crate::types::{ApiVersion, CallId, LeaderEpoch, NodeId, RequestId, TopicPartition};
+use crate::types::{
+    ApiVersion, CallId, LeaderEpoch, MetadataGeneration, NodeId, RequestId, TopicPartition,
+};
 
 /// How many peers are dialled at once while none is ready.
 const PARALLEL_DIALS: usize = 3;
@@ -145,7 +147,7 @@ pub(crate) struct Cluster {
     next_id: RequestId,
     next_peer: usize,
     /// Bumped by every applied answer.
-    generation: u64,
+    generation: MetadataGeneration,
 }
 
 impl Cluster {
@@ -168,7 +170,7 @@ impl Cluster {
             reported: BTreeSet::new(),
             next_id: RequestId(1),
             next_peer: 0,
-            generation: 0,
+            generation: MetadataGeneration(0),
         }
     }
 
@@ -202,7 +204,7 @@ impl Cluster {
     }
 
     /// Bumped each time an answer is applied: lets a component wait for newer metadata.
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> MetadataGeneration {
         self.generation
     }
 
@@ -558,7 +560,7 @@ impl Cluster {
         let missing = wanted.iter().any(|t| !self.topics.contains_key(*t));
         self.needed |= incomplete || missing;
         self.last_update = Some(now);
-        self.generation += 1;
+        self.generation.0 += 1;
         self.answer_waiters(now);
     }
 

@@ -56,7 +56,8 @@ use crate::protocol::api::fetch::{
 use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
 use crate::protocol::error_code::ErrorCode;
 use crate::types::{
-    ApiVersion, LeaderEpoch, NodeId, OffsetReset, PositionEpoch, RequestId, TopicPartition,
+    ApiVersion, LeaderEpoch, MetadataGeneration, NodeId, OffsetReset, PositionEpoch, RequestId,
+    TopicPartition,
 };
 
 /// Fetching waits until at least this fraction (1/n) of the budget is free.
@@ -145,7 +146,7 @@ struct Part {
     /// Its next batch did not fit beside the rest of a response: fetch it on its own.
     solo: bool,
     /// Its leader looked stale: wait for metadata newer than this cluster generation.
-    awaiting_metadata: Option<u64>,
+    awaiting_metadata: Option<MetadataGeneration>,
     /// KIP-392: fetch from this replica until the lease ends.
     replica: Option<(NodeId, Instant)>,
     end_offset: i64,

@@ -15,7 +15,7 @@ use crate::sim::{
     self, batch, batch_with, cluster_config, control_route, encode_fetch, fetch_config,
     fetch_route, malformed, ms, request, response, tp, FetchAnswer, Net, SimBroker,
 };
-use crate::types::{ApiVersion, RequestId};
+use crate::types::{ApiVersion, MetadataGeneration, RequestId};
 
 /// A fetcher with its links, its cluster and the brokers that answer it.
 pub(super) struct Rig {
@@ -1523,7 +1523,7 @@ struct World {
     /// Partitions whose last answer carried news (records, an error, a redirect) and
     /// produced nothing: `(broker, when, metadata generation, frees)` then. Fetching such a
     /// partition from the same broker again before anything changed is a busy loop.
-    unproductive: BTreeMap<TopicPartition, (i32, Instant, u64, u64)>,
+    unproductive: BTreeMap<TopicPartition, (i32, Instant, MetadataGeneration, u64)>,
     /// Partitions named in events since the last look.
     named: BTreeSet<TopicPartition>,
 }

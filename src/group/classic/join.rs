@@ -27,7 +27,7 @@ use crate::protocol::consumer_protocol::{
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Bytes;
 use crate::protocol::wire::DecodeError;
-use crate::types::{GenerationId, Identity, MemberId, TopicPartition};
+use crate::types::{GenerationId, Identity, MemberId, MetadataGeneration, TopicPartition};
 
 /// Java's `JOIN_GROUP_TIMEOUT_LAPSE`: JoinGroup (and SyncGroup) may take the rebalance
 /// timeout, and this much more.
@@ -359,7 +359,7 @@ impl ClassicMember {
                 members: Vec::new(),
             },
             since: now,
-            seen: 0,
+            seen: MetadataGeneration(0),
         };
         let State::AwaitMetadata { leading, .. } = std::mem::replace(&mut self.state, placeholder)
         else {

@@ -96,7 +96,9 @@ use crate::protocol::api::leave_group::LeaveGroupRequest;
 use crate::protocol::api::sync_group::{SyncGroupRequest, SyncGroupRequestAssignment};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
-use crate::types::{ApiVersion, GenerationId, Identity, MemberId, RequestId, TopicPartition};
+use crate::types::{
+    ApiVersion, GenerationId, Identity, MemberId, MetadataGeneration, RequestId, TopicPartition,
+};
 
 mod heartbeat;
 mod join;
@@ -175,7 +177,7 @@ enum State {
     AwaitMetadata {
         leading: Leading,
         since: Instant,
-        seen: u64,
+        seen: MetadataGeneration,
     },
     /// Waits to send SyncGroup, or for its answer.
     AwaitSync(Sync),
@@ -252,9 +254,9 @@ pub(crate) struct ClassicMember {
     cluster_dirty: bool,
     interest_dirty: bool,
     /// The metadata generation last looked at.
-    seen_metadata: Option<u64>,
+    seen_metadata: Option<MetadataGeneration>,
     /// A pattern subscription joins only after metadata newer than this.
-    pattern_wait: Option<u64>,
+    pattern_wait: Option<MetadataGeneration>,
     generation: GenerationId,
     member_id: MemberId,
     protocol_name: Option<String>,

@@ -12,7 +12,7 @@ use crate::cluster::Cluster;
 use crate::group::member::CallbackKind;
 use crate::protocol::api::consumer_group_heartbeat::TopicPartitions;
 use crate::protocol::message::Uuid;
-use crate::types::TopicPartition;
+use crate::types::{MetadataGeneration, TopicPartition};
 
 /// Partitions by topic id.
 pub(super) type ById = BTreeMap<Uuid, BTreeSet<i32>>;
@@ -44,7 +44,7 @@ pub(super) struct Assignment {
     /// Names of the topics the member owns or reconciles (kept when metadata forgets them).
     names: HashMap<Uuid, Arc<str>>,
     /// The metadata generation of the last refresh asked for unresolved topic ids.
-    asked_metadata: Option<u64>,
+    asked_metadata: Option<MetadataGeneration>,
 }
 
 impl Assignment {
