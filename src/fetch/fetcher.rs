@@ -249,7 +249,269 @@ struct PartitionAnswer<'a> {
     data: &'a PartitionData,
 }
 
-/// The fetcher. See the module documentation.
+/// One partition's part of a Fetch answer being applied to the partition: the partition
+/// (looked up once per answer) beside the parts of the fetcher that the steps use.
+struct ApplyPartition<'f, 'a> {
+    cfg: &'f FetchConfig,
+    events: &'f mut VecDeque<FetchEvent>,
+    budget: &'f Arc<Budget>,
+    spares: &'f Pool,
+    jitter: &'f mut (dyn Jitter + Send),
+    answer: &'f mut FetchAnswerContext<'a>,
+    part: &'f PartitionAnswer<'a>,
+    p: &'f mut Part,
+}
+
+impl ApplyPartition<'_, '_> {
+    /// Any error from a preferred read replica: the partition goes back to its leader
+    /// (KIP-392), at once for an offset out of range, else after a backoff.
+    fn leave_replica_after_error(&mut self, code: ErrorCode, cluster: &Cluster) {
+        let (tp, node) = (&self.part.tp, self.answer.node);
+        log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
+        self.p.replica = None;
+        if code != ErrorCode::OFFSET_OUT_OF_RANGE {
+            if code.needs_metadata_refresh() {
+                self.answer.await_metadata(self.p, cluster);
+            }
+            self.backoff();
+        }
+    }
+
+    /// A partition's answer without error: its end offset (an event when it changed), then
+    /// either a preferred read replica to fetch from instead, or its records.
+    fn data(&mut self, cluster: &Cluster) {
+        let (part, now) = (self.part, self.answer.now);
+        let end = end_offset_in(self.cfg, part.data);
+        if end >= 0 && end != self.p.end_offset {
+            self.p.end_offset = end;
+            self.events.push_back(FetchEvent::End {
+                tp: part.tp.clone(),
+                epoch: part.epoch,
+                end_offset: end,
+            });
+        }
+        let preferred = part.data.preferred_read_replica;
+        if preferred >= 0 && preferred != self.answer.node.0 {
+            let r = NodeId(preferred);
+            log::debug!("partition {}: fetching from preferred replica {r}", part.tp);
+            self.p.replica = Some((r, now + self.cfg.replica_lease));
+            if cluster.broker(r).is_none() {
+                // Its address comes with newer metadata; until then the
+                // leader would only name it again, at once, in a loop.
+                self.answer.await_metadata(self.p, cluster);
+            }
+            return;
+        }
+        if part.data.records.len == 0 {
+            self.p.retry.succeeded();
+            return;
+        }
+        let decoded = self.decode_records(end);
+        self.apply_decoded_records(decoded);
+    }
+
+    /// Decodes the partition's records into a chunk (under read_committed, without the
+    /// aborted transactions its answer lists), charging the budget for what it holds.
+    fn decode_records(&self, end: i64) -> Decoded {
+        let (part, frame) = (self.part, self.answer.frame);
+        let aborted = if self.cfg.isolation_level == 1 {
+            Some(
+                part.data
+                    .aborted_transactions
+                    .iter()
+                    .flatten()
+                    .map(|a| (a.producer_id, a.first_offset))
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        build_chunk(
+            PartitionInput {
+                tp: part.tp.clone(),
+                epoch: part.epoch,
+                fetch_offset: part.offset,
+                end_offset: end,
+                frame,
+                records: (part.data.records.start, part.data.records.len),
+                aborted,
+                check_crcs: self.cfg.check_crcs,
+            },
+            self.budget,
+            frame.charged(),
+            Some(self.spares),
+        )
+    }
+
+    /// Hands the chunk decoded from the partition's records to the application and moves
+    /// the position past it (a record set decoded whole counts towards the expansion
+    /// sample), then deals with why decoding stopped early, if it did.
+    fn apply_decoded_records(&mut self, decoded: Decoded) {
+        let moved = decoded.chunk.is_some();
+        if moved {
+            self.p.solo = false;
+        }
+        if decoded.stop.is_none() {
+            if let Some(c) = &decoded.chunk {
+                self.answer.decoded_in += self.part.data.records.len;
+                self.answer.decoded_out += c.charged();
+            }
+        }
+        if let Some(c) = decoded.chunk {
+            self.p.move_past(&c);
+            self.events.push_back(FetchEvent::Chunk(c));
+        }
+        self.apply_decoding_stop(decoded.stop, moved, decoded.bytes);
+    }
+
+    /// What follows from how decoding the partition's records (`bytes` of them) ended:
+    /// success when the position `moved` and nothing stopped it; otherwise a backoff
+    /// (reported if it lasts), a wait for memory, a fetch of the batch alone, or an error
+    /// for the application.
+    fn apply_decoding_stop(&mut self, stop: Option<Stop>, moved: bool, bytes: usize) {
+        let (tp, epoch) = (&self.part.tp, self.part.epoch);
+        match stop {
+            None if moved => self.p.retry.succeeded(),
+            None => {
+                // Data that holds no complete batch at or after the position:
+                // a batch cut by the response limit (its turn comes with the
+                // rotation) or a lying broker. Back off; say so if it lasts.
+                self.backoff();
+                if self.p.retry.failures() == STALLS_BEFORE_REPORT {
+                    let e = no_complete_batch_error(tp, self.part.offset, bytes);
+                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                }
+            }
+            Some(Stop::NoRoom {
+                offset,
+                alone: false,
+                ..
+            }) => {
+                log::debug!("partition {tp}: batch at {offset} waits for memory");
+                self.p.waiting_for_room = Some(self.answer.frees_before);
+                self.budget.wake_on_app_free();
+            }
+            Some(Stop::NoRoom {
+                offset,
+                alone: true,
+                ..
+            }) if !self.answer.solo => {
+                log::debug!("partition {tp}: batch at {offset} is fetched alone");
+                self.p.solo = true;
+            }
+            Some(
+                Stop::TooLarge { offset, skip_to }
+                | Stop::NoRoom {
+                    offset, skip_to, ..
+                },
+            ) => {
+                self.backoff();
+                let e = batch_too_large_error(tp, offset, skip_to, self.budget.cap());
+                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+            }
+            Some(Stop::Error {
+                offset,
+                skip_to,
+                error,
+            }) => {
+                log::warn!("partition {tp} at offset {offset}: {error}");
+                self.backoff();
+                let e = Error::records(error, tp, offset, skip_to);
+                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+            }
+        }
+    }
+
+    /// OFFSET_OUT_OF_RANGE: the position resets by `auto.offset.reset` (with `none` it is
+    /// stuck, and the application gets this error).
+    fn reset_after_out_of_range(&mut self) {
+        let part = self.part;
+        let (tp, epoch, offset) = (&part.tp, part.epoch, part.offset);
+        let why = Error::broker(
+            ErrorCode::OFFSET_OUT_OF_RANGE,
+            format!(
+                "partition {tp}: offset {offset} is out of range (log start {}, end {}) and auto.offset.reset is none",
+                part.data.log_start_offset, part.data.high_watermark
+            ),
+        )
+        .with_partition(tp.clone())
+        .with_offset(offset);
+        log::info!("partition {tp}: offset {offset} out of range");
+        self.p.position = default_reset(self.cfg, self.events, tp, epoch, Some(offset), Some(why));
+        // The first reset goes at once; a broker that finds every reset position out of
+        // range again must not make reset and fetch alternate in a loop.
+        let d = self.p.retry.failed(&self.cfg.retry_backoff, self.jitter);
+        if self.p.retry.failures() > 1 {
+            self.p.not_before = Some(self.answer.now + d);
+        }
+    }
+
+    /// Any other partition error: a backoff, then newer metadata for an error that says
+    /// the leader moved, or an error for the application if retrying cannot help.
+    fn error(&mut self, code: ErrorCode, cluster: &Cluster) {
+        let (tp, offset) = (&self.part.tp, self.part.offset);
+        log::debug!("partition {tp}: fetch error {code}");
+        self.backoff();
+        if code.needs_metadata_refresh() {
+            // Retry once newer metadata says where the partition lives.
+            self.answer.await_metadata(self.p, cluster);
+        } else if !code.is_retriable() {
+            let e = Error::broker(code, format!("fetching partition {tp} at offset {offset}"))
+                .with_partition(tp.clone())
+                .with_offset(offset);
+            self.events
+                .push_back(FetchEvent::Error(e, Some(self.part.epoch)));
+        }
+    }
+
+    /// The partition waits out a retry backoff.
+    fn backoff(&mut self) {
+        self.p
+            .backoff(self.answer.now, &self.cfg.retry_backoff, self.jitter);
+    }
+}
+
+/// The partition's end as an answer gives it: the last stable offset under read_committed,
+/// else the high watermark.
+fn end_offset_in(cfg: &FetchConfig, data: &PartitionData) -> i64 {
+    if cfg.isolation_level == 1 {
+        data.last_stable_offset
+    } else {
+        data.high_watermark
+    }
+}
+
+/// Where a partition without a usable position goes by `auto.offset.reset`: a reset to the
+/// earliest or latest offset (`from`: the offset that was not usable), or with `none`
+/// stuck, with `why` (or a plain "no position") for the application.
+fn default_reset(
+    cfg: &FetchConfig,
+    events: &mut VecDeque<FetchEvent>,
+    tp: &TopicPartition,
+    epoch: PositionEpoch,
+    from: Option<i64>,
+    why: Option<Error>,
+) -> Position {
+    let timestamp = match cfg.auto_offset_reset {
+        OffsetReset::Earliest => list_offsets::EARLIEST,
+        OffsetReset::Latest => list_offsets::LATEST,
+        _ => {
+            let e = why.unwrap_or_else(|| {
+                Error::new(
+                    ErrorKind::NoOffset,
+                    format!(
+                        "partition {tp} has no position and auto.offset.reset is none; seek first"
+                    ),
+                )
+                .with_partition(tp.clone())
+            });
+            events.push_back(FetchEvent::Error(e, Some(epoch)));
+            return Position::Stuck;
+        }
+    };
+    Position::Reset { timestamp, from }
+}
+
 /// How many decompression buffers are kept for reuse (about one response's partitions).
 const DECODE_SPARES: usize = 16;
 
@@ -266,6 +528,7 @@ const MIN_EXPANSION: f64 = 0.5;
 /// fit is handled by fetching it alone).
 const MAX_EXPANSION: f64 = 16.0;
 
+/// The fetcher. See the module documentation.
 pub(crate) struct Fetcher {
     cfg: FetchConfig,
     parts: BTreeMap<TopicPartition, Part>,
@@ -335,34 +598,8 @@ impl Fetcher {
                 from: None,
             },
             SeekTo::Default if self.cfg.use_committed => Position::AwaitCommitted,
-            SeekTo::Default => self.default_reset(tp, epoch, None, None),
+            SeekTo::Default => default_reset(&self.cfg, &mut self.events, tp, epoch, None, None),
         }
-    }
-
-    /// `auto.offset.reset`: a reset, or (none) `Stuck` with an error for the application.
-    fn default_reset(
-        &mut self,
-        tp: &TopicPartition,
-        epoch: PositionEpoch,
-        from: Option<i64>,
-        why: Option<Error>,
-    ) -> Position {
-        let timestamp = match self.cfg.auto_offset_reset {
-            OffsetReset::Earliest => list_offsets::EARLIEST,
-            OffsetReset::Latest => list_offsets::LATEST,
-            _ => {
-                let e = why.unwrap_or_else(|| {
-                    Error::new(
-                        ErrorKind::NoOffset,
-                        format!("partition {tp} has no position and auto.offset.reset is none; seek first"),
-                    )
-                    .with_partition(tp.clone())
-                });
-                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-                return Position::Stuck;
-            }
-        };
-        Position::Reset { timestamp, from }
     }
 
     /// Replaces the assignment. Partitions that stay with the same epoch keep their state.
@@ -455,7 +692,7 @@ impl Fetcher {
                     leader_epoch,
                 }
             }
-            None => self.default_reset(tp, epoch, None, None),
+            None => default_reset(&self.cfg, &mut self.events, tp, epoch, None, None),
         };
         if let Some(p) = self.parts.get_mut(tp) {
             p.position = position;
@@ -1005,291 +1242,50 @@ impl Fetcher {
 
     /// Applies one partition's part of a Fetch answer if the partition is still at the
     /// position epoch and offset it was fetched at (invariant 2): an error from its
-    /// preferred read replica, its data, an offset out of range, or another error.
-    fn apply_partition_answer(
+    /// preferred read replica, its data, an offset out of range, or another error. The
+    /// partition is looked up once; the steps get it beside the rest of the fetcher.
+    fn apply_partition_answer<'a>(
         &mut self,
-        answer: &mut FetchAnswerContext<'_>,
-        part: &PartitionAnswer<'_>,
+        answer: &mut FetchAnswerContext<'a>,
+        part: &PartitionAnswer<'a>,
         cluster: &Cluster,
     ) {
-        let Some(p) = self.parts.get_mut(&part.tp) else {
+        let Fetcher {
+            cfg,
+            parts,
+            events,
+            budget,
+            spares,
+            jitter,
+            ..
+        } = self;
+        let Some(p) = parts.get_mut(&part.tp) else {
             return;
         };
         let current = matches!(p.position, Position::At { offset: o, .. } if o == part.offset);
         if p.epoch != part.epoch || !current {
             return;
         }
-        let from_replica = p.replica.is_some_and(|(r, _)| r == answer.node);
+        let mut apply = ApplyPartition {
+            cfg,
+            events,
+            budget,
+            spares,
+            jitter: &mut **jitter,
+            answer,
+            part,
+            p,
+        };
+        let from_replica = apply.p.replica.is_some_and(|(r, _)| r == apply.answer.node);
         let code = ErrorCode::from_code(part.data.error_code);
         if code.is_err() && from_replica {
-            self.leave_replica_after_error(answer, part, code, cluster);
+            apply.leave_replica_after_error(code, cluster);
             return;
         }
         match code {
-            ErrorCode::None => self.apply_partition_data(answer, part, cluster),
-            ErrorCode::OFFSET_OUT_OF_RANGE => self.reset_after_out_of_range(part, answer.now),
-            c => self.apply_partition_error(answer, part, c, cluster),
-        }
-    }
-
-    /// Any error from a preferred read replica: the partition goes back to its leader
-    /// (KIP-392), at once for an offset out of range, else after a backoff.
-    fn leave_replica_after_error(
-        &mut self,
-        answer: &mut FetchAnswerContext<'_>,
-        part: &PartitionAnswer<'_>,
-        code: ErrorCode,
-        cluster: &Cluster,
-    ) {
-        let Some(p) = self.parts.get_mut(&part.tp) else {
-            return;
-        };
-        let (tp, node) = (&part.tp, answer.node);
-        log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
-        p.replica = None;
-        if code != ErrorCode::OFFSET_OUT_OF_RANGE {
-            if code.needs_metadata_refresh() {
-                answer.await_metadata(p, cluster);
-            }
-            p.backoff(answer.now, &self.cfg.retry_backoff, &mut *self.jitter);
-        }
-    }
-
-    /// A partition's answer without error: its end offset (an event when it changed), then
-    /// either a preferred read replica to fetch from instead, or its records.
-    fn apply_partition_data(
-        &mut self,
-        answer: &mut FetchAnswerContext<'_>,
-        part: &PartitionAnswer<'_>,
-        cluster: &Cluster,
-    ) {
-        let end = self.end_offset_in(part.data);
-        let Some(p) = self.parts.get_mut(&part.tp) else {
-            return;
-        };
-        if end >= 0 && end != p.end_offset {
-            p.end_offset = end;
-            self.events.push_back(FetchEvent::End {
-                tp: part.tp.clone(),
-                epoch: part.epoch,
-                end_offset: end,
-            });
-        }
-        let preferred = part.data.preferred_read_replica;
-        if preferred >= 0 && preferred != answer.node.0 {
-            let r = NodeId(preferred);
-            log::debug!("partition {}: fetching from preferred replica {r}", part.tp);
-            p.replica = Some((r, answer.now + self.cfg.replica_lease));
-            if cluster.broker(r).is_none() {
-                // Its address comes with newer metadata; until then the
-                // leader would only name it again, at once, in a loop.
-                answer.await_metadata(p, cluster);
-            }
-            return;
-        }
-        if part.data.records.len == 0 {
-            p.retry.succeeded();
-            return;
-        }
-        let decoded = self.decode_records(answer.frame, part, end);
-        self.apply_decoded_records(answer, part, decoded);
-    }
-
-    /// The partition's end as an answer gives it: the last stable offset under
-    /// read_committed, else the high watermark.
-    fn end_offset_in(&self, data: &PartitionData) -> i64 {
-        if self.cfg.isolation_level == 1 {
-            data.last_stable_offset
-        } else {
-            data.high_watermark
-        }
-    }
-
-    /// Decodes a partition's records into a chunk (under read_committed, without the
-    /// aborted transactions its answer lists), charging the budget for what it holds.
-    fn decode_records(
-        &self,
-        frame: &Arc<FetchedFrame>,
-        part: &PartitionAnswer<'_>,
-        end: i64,
-    ) -> Decoded {
-        let aborted = if self.cfg.isolation_level == 1 {
-            Some(
-                part.data
-                    .aborted_transactions
-                    .iter()
-                    .flatten()
-                    .map(|a| (a.producer_id, a.first_offset))
-                    .collect(),
-            )
-        } else {
-            None
-        };
-        build_chunk(
-            PartitionInput {
-                tp: part.tp.clone(),
-                epoch: part.epoch,
-                fetch_offset: part.offset,
-                end_offset: end,
-                frame,
-                records: (part.data.records.start, part.data.records.len),
-                aborted,
-                check_crcs: self.cfg.check_crcs,
-            },
-            &self.budget,
-            frame.charged(),
-            Some(&self.spares),
-        )
-    }
-
-    /// Hands the chunk decoded from a partition's records to the application and moves the
-    /// position past it (a record set decoded whole counts towards the expansion sample),
-    /// then deals with why decoding stopped early, if it did.
-    fn apply_decoded_records(
-        &mut self,
-        answer: &mut FetchAnswerContext<'_>,
-        part: &PartitionAnswer<'_>,
-        decoded: Decoded,
-    ) {
-        let Some(p) = self.parts.get_mut(&part.tp) else {
-            return;
-        };
-        let moved = decoded.chunk.is_some();
-        if moved {
-            p.solo = false;
-        }
-        if decoded.stop.is_none() {
-            if let Some(c) = &decoded.chunk {
-                answer.decoded_in += part.data.records.len;
-                answer.decoded_out += c.charged();
-            }
-        }
-        if let Some(c) = decoded.chunk {
-            p.move_past(&c);
-            self.events.push_back(FetchEvent::Chunk(c));
-        }
-        self.apply_decoding_stop(answer, part, decoded.stop, moved, decoded.bytes);
-    }
-
-    /// What follows from how decoding a partition's records (`bytes` of them) ended: success
-    /// when the position `moved` and nothing stopped it; otherwise a backoff (reported if it
-    /// lasts), a wait for memory, a fetch of the batch alone, or an error for the
-    /// application.
-    fn apply_decoding_stop(
-        &mut self,
-        answer: &FetchAnswerContext<'_>,
-        part: &PartitionAnswer<'_>,
-        stop: Option<Stop>,
-        moved: bool,
-        bytes: usize,
-    ) {
-        let Some(p) = self.parts.get_mut(&part.tp) else {
-            return;
-        };
-        let (tp, epoch, now) = (&part.tp, part.epoch, answer.now);
-        match stop {
-            None if moved => p.retry.succeeded(),
-            None => {
-                // Data that holds no complete batch at or after the position:
-                // a batch cut by the response limit (its turn comes with the
-                // rotation) or a lying broker. Back off; say so if it lasts.
-                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                if p.retry.failures() == STALLS_BEFORE_REPORT {
-                    let e = no_complete_batch_error(tp, part.offset, bytes);
-                    self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-                }
-            }
-            Some(Stop::NoRoom {
-                offset,
-                alone: false,
-                ..
-            }) => {
-                log::debug!("partition {tp}: batch at {offset} waits for memory");
-                p.waiting_for_room = Some(answer.frees_before);
-                self.budget.wake_on_app_free();
-            }
-            Some(Stop::NoRoom {
-                offset,
-                alone: true,
-                ..
-            }) if !answer.solo => {
-                log::debug!("partition {tp}: batch at {offset} is fetched alone");
-                p.solo = true;
-            }
-            Some(
-                Stop::TooLarge { offset, skip_to }
-                | Stop::NoRoom {
-                    offset, skip_to, ..
-                },
-            ) => {
-                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                let e = batch_too_large_error(tp, offset, skip_to, self.budget.cap());
-                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-            }
-            Some(Stop::Error {
-                offset,
-                skip_to,
-                error,
-            }) => {
-                log::warn!("partition {tp} at offset {offset}: {error}");
-                p.backoff(now, &self.cfg.retry_backoff, &mut *self.jitter);
-                let e = Error::records(error, tp, offset, skip_to);
-                self.events.push_back(FetchEvent::Error(e, Some(epoch)));
-            }
-        }
-    }
-
-    /// OFFSET_OUT_OF_RANGE: the position resets by `auto.offset.reset` (with `none` it is
-    /// stuck, and the application gets this error).
-    fn reset_after_out_of_range(&mut self, part: &PartitionAnswer<'_>, now: Instant) {
-        let (tp, epoch, offset) = (&part.tp, part.epoch, part.offset);
-        let why = Error::broker(
-            ErrorCode::OFFSET_OUT_OF_RANGE,
-            format!(
-                "partition {tp}: offset {offset} is out of range (log start {}, end {}) and auto.offset.reset is none",
-                part.data.log_start_offset, part.data.high_watermark
-            ),
-        )
-        .with_partition(tp.clone())
-        .with_offset(offset);
-        log::info!("partition {tp}: offset {offset} out of range");
-        let position = self.default_reset(tp, epoch, Some(offset), Some(why));
-        if let Some(p) = self.parts.get_mut(tp) {
-            p.position = position;
-            // The first reset goes at once; a broker that finds every
-            // reset position out of range again must not make reset and
-            // fetch alternate in a loop.
-            let d = p.retry.failed(&self.cfg.retry_backoff, &mut *self.jitter);
-            if p.retry.failures() > 1 {
-                p.not_before = Some(now + d);
-            }
-        }
-    }
-
-    /// Any other partition error: a backoff, then newer metadata for an error that says
-    /// the leader moved, or an error for the application if retrying cannot help.
-    fn apply_partition_error(
-        &mut self,
-        answer: &mut FetchAnswerContext<'_>,
-        part: &PartitionAnswer<'_>,
-        code: ErrorCode,
-        cluster: &Cluster,
-    ) {
-        let Some(p) = self.parts.get_mut(&part.tp) else {
-            return;
-        };
-        let (tp, offset) = (&part.tp, part.offset);
-        log::debug!("partition {tp}: fetch error {code}");
-        p.backoff(answer.now, &self.cfg.retry_backoff, &mut *self.jitter);
-        if code.needs_metadata_refresh() {
-            // Retry once newer metadata says where the partition lives.
-            answer.await_metadata(p, cluster);
-        } else if !code.is_retriable() {
-            let e = Error::broker(code, format!("fetching partition {tp} at offset {offset}"))
-                .with_partition(tp.clone())
-                .with_offset(offset);
-            self.events
-                .push_back(FetchEvent::Error(e, Some(part.epoch)));
+            ErrorCode::None => apply.data(cluster),
+            ErrorCode::OFFSET_OUT_OF_RANGE => apply.reset_after_out_of_range(),
+            c => apply.error(c, cluster),
         }
     }
 
