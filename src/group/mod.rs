@@ -158,8 +158,6 @@ pub(crate) struct Group {
     member: Option<Box<dyn Member>>,
     /// What the member subscribes to (None once it was asked to leave).
     subscription: Option<Subscription>,
-    /// The member left with no subscription: the cluster's group interest goes.
-    release_interest: bool,
     new_jitter: Box<dyn FnMut() -> Box<dyn Jitter + Send> + Send>,
     events: VecDeque<GroupEvent>,
 }
@@ -191,7 +189,6 @@ impl Group {
             commits,
             member: None,
             subscription: None,
-            release_interest: false,
             new_jitter,
             events: VecDeque::new(),
         }
@@ -200,7 +197,7 @@ impl Group {
     // ----- commands ------------------------------------------------------------------
 
     /// Carries out a command of the user side's.
-    pub fn handle_command(&mut self, command: GroupCommand, now: Instant) {
+    pub fn handle_command(&mut self, command: GroupCommand, now: Instant, cluster: &mut Cluster) {
         match command {
             GroupCommand::Subscribe(sub) => self.subscribe(sub, now),
             GroupCommand::CallbackDone { token, assignment } => {
@@ -229,7 +226,7 @@ impl Group {
             } => self.commits.fetch(id, partitions, deadline),
             GroupCommand::FetchPositions(partitions) => self.commits.fetch_positions(partitions),
         }
-        self.collect_events();
+        self.collect_events(cluster);
     }
 
     /// Starts (or changes) the membership; a member that stopped for good is replaced.
@@ -249,7 +246,6 @@ impl Group {
             }
         }
         self.subscription = Some(sub.clone());
-        self.release_interest = false;
         if let Some(m) = &mut self.member {
             m.user_polled(now);
             m.subscribe(sub, now);
@@ -327,7 +323,6 @@ impl Group {
         links: &mut Links,
         cluster: &mut Cluster,
     ) -> Option<Transmit> {
-        self.release_cluster_interest(cluster);
         let mut t = None;
         if let Some(m) = &mut self.member {
             t = m.poll_transmit(now, links, &mut self.coordinator, cluster);
@@ -340,7 +335,7 @@ impl Group {
         if t.is_none() {
             t = self.coordinator.poll_transmit(now, links, cluster);
         }
-        self.collect_events();
+        self.collect_events(cluster);
         t
     }
 
@@ -382,11 +377,17 @@ impl Group {
             ),
             _ => {}
         }
-        self.collect_events();
+        self.collect_events(cluster);
     }
 
     /// A request of the group's got no answer.
-    pub fn handle_failure(&mut self, tag: Tag, failure: &Failure, now: Instant) {
+    pub fn handle_failure(
+        &mut self,
+        tag: Tag,
+        failure: &Failure,
+        now: Instant,
+        cluster: &mut Cluster,
+    ) {
         match tag.owner {
             Owner::Coordinator => self.coordinator.handle_failure(tag.id, failure, now),
             Owner::Member => {
@@ -400,7 +401,7 @@ impl Group {
             }
             _ => {}
         }
-        self.collect_events();
+        self.collect_events(cluster);
     }
 
     /// A link could not be opened: if it was to the coordinator, look for it again (it may
@@ -418,7 +419,7 @@ impl Group {
             m.user_polled(last_poll);
             m.handle_timeout(now, cluster);
         }
-        self.collect_events();
+        self.collect_events(cluster);
     }
 
     /// The next instant the group has something to do.
@@ -442,7 +443,7 @@ impl Group {
 
     /// Turns what the member and the commits said into the group's events, and carries out
     /// what concerns the group alone (the commits' identity).
-    fn collect_events(&mut self) {
+    fn collect_events(&mut self, cluster: &mut Cluster) {
         while let Some(e) = self.member.as_mut().and_then(|m| m.poll_event()) {
             let event = match e {
                 MemberEvent::Callback {
@@ -468,7 +469,9 @@ impl Group {
                 MemberEvent::Error { error, fatal } => GroupEvent::Error { error, fatal },
                 MemberEvent::Left => {
                     if self.subscription.is_none() {
-                        self.release_interest = true;
+                        // Out of the group for good: the cluster stops tracking its topics.
+                        cluster.clear_interest(Interest::Group);
+                        cluster.set_all_topics(false);
                         self.commits.set_identity(Identity::Outsider);
                     }
                     GroupEvent::Left
@@ -483,15 +486,6 @@ impl Group {
                 CommitEvent::Positions { found, failed } => GroupEvent::Positions { found, failed },
                 CommitEvent::Error(e) => GroupEvent::CommitError(e),
             });
-        }
-    }
-
-    /// After a leave with no new subscription, the cluster stops tracking the group's
-    /// topics.
-    fn release_cluster_interest(&mut self, cluster: &mut Cluster) {
-        if std::mem::take(&mut self.release_interest) && self.subscription.is_none() {
-            cluster.clear_interest(Interest::Group);
-            cluster.set_all_topics(false);
         }
     }
 }

@@ -215,7 +215,7 @@ impl IoLoop {
         if let Some(g) = &mut self.group {
             g.begin_round();
             let wanted = self.fetcher.take_committed_wanted(now);
-            g.handle_command(GroupCommand::FetchPositions(wanted), now);
+            g.handle_command(GroupCommand::FetchPositions(wanted), now, &mut self.cluster);
         }
         while let Some(t) = self
             .group
@@ -345,7 +345,7 @@ impl IoLoop {
             Owner::Lookups => self.lookups.handle_failure(tag.id, failure, now),
             Owner::Coordinator | Owner::Member | Owner::Commits => {
                 if let Some(g) = &mut self.group {
-                    g.handle_failure(tag, failure, now);
+                    g.handle_failure(tag, failure, now, &mut self.cluster);
                 }
             }
         }

@@ -31,7 +31,7 @@ impl IoLoop {
     pub(super) fn command(&mut self, c: Command, now: Instant) {
         match c {
             Command::Assign(list) => match &mut self.group {
-                Some(g) => g.handle_command(GroupCommand::Assign(list), now),
+                Some(g) => g.handle_command(GroupCommand::Assign(list), now, &mut self.cluster),
                 None => self.fetcher.assign(list, &mut self.cluster),
             },
             Command::Seek {
@@ -90,6 +90,7 @@ impl IoLoop {
                             deadline,
                         },
                         now,
+                        &mut self.cluster,
                     );
                 }
                 None => {
@@ -119,6 +120,7 @@ impl IoLoop {
                             deadline,
                         },
                         now,
+                        &mut self.cluster,
                     );
                 }
                 None => {
@@ -138,18 +140,22 @@ impl IoLoop {
             // The user side checks for a group.id before subscribing.
             Command::Subscribe(sub) => {
                 if let Some(g) = &mut self.group {
-                    g.handle_command(GroupCommand::Subscribe(sub), now);
+                    g.handle_command(GroupCommand::Subscribe(sub), now, &mut self.cluster);
                 }
             }
             Command::CallbackDone { token, assignment } => {
                 if let Some(g) = &mut self.group {
-                    g.handle_command(GroupCommand::CallbackDone { token, assignment }, now);
+                    g.handle_command(
+                        GroupCommand::CallbackDone { token, assignment },
+                        now,
+                        &mut self.cluster,
+                    );
                 }
             }
             Command::Leave { reply } => match &mut self.group {
                 Some(g) => {
                     self.replies.leaving.push(reply);
-                    g.handle_command(GroupCommand::Leave, now);
+                    g.handle_command(GroupCommand::Leave, now, &mut self.cluster);
                 }
                 None => {
                     let _ = reply.send(());

@@ -87,7 +87,7 @@ use crate::group::assignor::{rebalance_protocol, Assignor, MemberSubscription, R
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
     coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
-    MemberEvent, MemberState, Subscription,
+    MemberState, Subscription,
 };
 use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
@@ -389,14 +389,12 @@ impl Member for ClassicMember {
         self.core.user_polled(at);
     }
 
-    /// The next event for the rest of the consumer.
-    fn poll_event(&mut self) -> Option<MemberEvent> {
-        self.core.poll_event()
+    fn core(&self) -> &MemberCore {
+        &self.core
     }
 
-    /// Whether the member stopped for good (its error was emitted).
-    fn is_fatal(&self) -> bool {
-        matches!(self.state, State::Fatal)
+    fn core_mut(&mut self) -> &mut MemberCore {
+        &mut self.core
     }
 
     /// The next request to send, if any.

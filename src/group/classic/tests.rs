@@ -12,6 +12,7 @@ use super::join::{from_wire, to_wire};
 use super::*;
 use crate::backoff::XorShift;
 use crate::group::assignor::{CooperativeSticky, Range, RoundRobin};
+use crate::group::member::MemberEvent;
 use crate::group::sim::classic::{reply, GroupState, Held, SimGroup};
 use crate::group::sim::{self as sim_rig, Answer, RigMember, COORD};
 use crate::link::{Lane, Versions};

@@ -84,7 +84,7 @@ use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
     coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
-    MemberEvent, MemberState, Subscription,
+    MemberState, Subscription,
 };
 use crate::link::{Failure, Lane, Links, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
@@ -374,14 +374,12 @@ impl Member for Kip848Member {
         }
     }
 
-    /// The next event for the rest of the consumer.
-    fn poll_event(&mut self) -> Option<MemberEvent> {
-        self.core.poll_event()
+    fn core(&self) -> &MemberCore {
+        &self.core
     }
 
-    /// Whether the member stopped for good (its error was emitted).
-    fn is_fatal(&self) -> bool {
-        matches!(self.state, State::Fatal)
+    fn core_mut(&mut self) -> &mut MemberCore {
+        &mut self.core
     }
 
     /// The next request to send, if any.

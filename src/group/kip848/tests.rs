@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::backoff::XorShift;
 #[cfg(feature = "regex")]
-use crate::group::member::TopicPattern;
+use crate::group::member::{MemberEvent, TopicPattern};
 use crate::group::sim::kip848::{sanitize, Parts, SimConsumerGroup, SimState};
 use crate::group::sim::{self as sim_rig, RigMember, COORD};
 use crate::link::{Lane, Route, Versions};

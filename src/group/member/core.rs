@@ -247,6 +247,11 @@ impl MemberCore {
         false
     }
 
+    /// Whether the member stopped for good after a fatal error (emitted once).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
     /// Whether a member that stopped after a fatal error refuses a new subscription (it
     /// does, with a warning: the consumer replaces a stopped member when it subscribes).
     pub fn refuses_subscription(&self) -> bool {

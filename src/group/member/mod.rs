@@ -36,6 +36,10 @@ pub(crate) use subscription::{Subscription, TopicPattern};
 /// A group member of either protocol, as the group component drives it. Sans-IO: every
 /// call takes the clock, and what to send comes out of `poll_transmit`.
 pub(crate) trait Member: Send {
+    /// What the members of both protocols keep alike.
+    fn core(&self) -> &MemberCore;
+    /// The same, to change.
+    fn core_mut(&mut self) -> &mut MemberCore;
     /// Replaces the subscription (joins when not in the group).
     fn subscribe(&mut self, sub: Subscription, now: Instant);
     /// Leaves the group; [`MemberEvent::Left`] follows.
@@ -45,9 +49,13 @@ pub(crate) trait Member: Send {
     /// The last instant the application called poll.
     fn user_polled(&mut self, at: Instant);
     /// The next event for the rest of the consumer.
-    fn poll_event(&mut self) -> Option<MemberEvent>;
+    fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.core_mut().poll_event()
+    }
     /// Whether the member stopped for good (its error was emitted).
-    fn is_fatal(&self) -> bool;
+    fn is_fatal(&self) -> bool {
+        self.core().is_stopped()
+    }
     /// The next request to send, if any.
     fn poll_transmit(
         &mut self,
