@@ -735,7 +735,7 @@ fn await_join_to_fatal_on_a_fatal_join_error_with_a_message_naming_the_setting()
 }
 
 #[test]
-fn an_unexpected_join_error_is_reported_once_and_retried_with_backoff() {
+fn await_join_to_need_join_on_an_unexpected_join_error_reported_once_and_retried_after_a_backoff() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.c(0).ext.inject = vec![(
@@ -754,7 +754,7 @@ fn an_unexpected_join_error_is_reported_once_and_retried_with_backoff() {
 }
 
 #[test]
-fn a_broker_without_join_group_is_a_fatal_unsupported_error_naming_the_api() {
+fn need_join_to_fatal_when_the_broker_lacks_join_group_with_an_unsupported_error_naming_the_api() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.c(0).versions = Versions::new([(3, 1, 13), (10, 0, 6), (18, 0, 4)]);
@@ -773,7 +773,7 @@ fn a_broker_without_join_group_is_a_fatal_unsupported_error_naming_the_api() {
 }
 
 #[test]
-fn a_static_member_needs_join_group_v5() {
+fn need_join_to_fatal_for_a_static_member_when_the_broker_lacks_join_group_v5() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(static_config(range(), "host-a"));
     r.c(0).versions = Versions::new([(3, 1, 13), (10, 0, 6), (11, 0, 4), (18, 0, 4)]);
@@ -912,7 +912,7 @@ fn await_sync_to_fatal_on_a_fatal_sync_error() {
 }
 
 #[test]
-fn an_empty_assignment_is_an_error_and_the_member_rejoins_after_a_backoff() {
+fn await_sync_to_need_join_on_an_empty_assignment_reported_and_retried_after_a_backoff() {
     let mut r = stable_member(range());
     let s = sync_request(&mut r);
     let callbacks = r.clients[0].callbacks.len();
@@ -959,7 +959,7 @@ fn an_empty_assignment_is_an_error_and_the_member_rejoins_after_a_backoff() {
 }
 
 #[test]
-fn an_assignment_of_unsubscribed_topics_is_refused_and_the_member_rejoins() {
+fn await_sync_to_need_join_when_the_assignment_names_unsubscribed_topics() {
     let mut r = stable_member(cooperative());
     let s = sync_request(&mut r);
     let resp = SyncGroupResponse {
@@ -976,7 +976,7 @@ fn an_assignment_of_unsubscribed_topics_is_refused_and_the_member_rejoins() {
 }
 
 #[test]
-fn a_sync_answer_for_another_assignor_is_fatal() {
+fn await_sync_to_fatal_when_the_answer_names_another_assignor() {
     let mut r = stable_member(range());
     let s = sync_request(&mut r);
     let resp = SyncGroupResponse {
@@ -1146,7 +1146,7 @@ fn stable_to_fatal_on_a_fatal_heartbeat_error() {
 }
 
 #[test]
-fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
+fn stable_ignores_a_heartbeat_answer_for_an_older_generation() {
     let mut r = stable_member(cooperative());
     let hb = r.next_request(0, HeartbeatRequest::KEY, secs(4));
     // Meanwhile another heartbeat path triggers a rejoin and a new generation.
@@ -1181,7 +1181,8 @@ fn a_heartbeat_answer_for_an_older_generation_changes_nothing() {
 // ----- the poll interval, the session ---------------------------------------------------
 
 #[test]
-fn an_expired_poll_interval_leaves_the_group_loses_the_partitions_and_waits_for_the_user() {
+fn stable_to_need_join_when_the_poll_interval_expires_sends_leave_group_loses_the_partitions_and_waits_for_a_poll(
+) {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.subscribe(0, &["t"]);
@@ -1223,7 +1224,7 @@ fn an_expired_poll_interval_leaves_the_group_loses_the_partitions_and_waits_for_
 }
 
 #[test]
-fn after_a_poll_interval_expiry_with_nothing_owned_the_member_rejoins_when_the_user_polls() {
+fn need_join_after_a_poll_interval_expiry_with_nothing_owned_joins_once_the_user_polls() {
     let mut r = Rig::new(&[("t", 1)]);
     r.add(config(range()));
     r.add(config(range()));
@@ -1246,7 +1247,7 @@ fn after_a_poll_interval_expiry_with_nothing_owned_the_member_rejoins_when_the_u
 }
 
 #[test]
-fn a_static_member_does_not_send_leave_group_when_its_poll_interval_expires() {
+fn stable_to_need_join_when_a_static_members_poll_interval_expires_sends_no_leave_group() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(static_config(range(), "host-a"));
     r.subscribe(0, &["t"]);
@@ -1273,7 +1274,7 @@ fn a_static_member_does_not_send_leave_group_when_its_poll_interval_expires() {
 }
 
 #[test]
-fn the_session_is_lost_while_the_coordinator_is_unreachable() {
+fn stable_to_need_join_when_the_session_times_out_with_the_coordinator_unreachable() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.subscribe(0, &["t"]);
@@ -1388,7 +1389,7 @@ fn a_second_consumer_with_the_same_instance_id_fences_the_first() {
 }
 
 #[test]
-fn in_a_leaderless_group_the_assignment_comes_from_sync_group() {
+fn await_join_to_await_sync_in_a_leaderless_group_takes_the_assignment_from_sync_group() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(cooperative()));
     r.c(0).intercept = true;
@@ -1480,7 +1481,7 @@ fn await_callback_holds_until_the_callback_is_answered_and_ignores_a_stale_token
 }
 
 #[test]
-fn leave_while_a_join_is_in_flight_sends_leave_group_and_drops_the_join_answer() {
+fn await_join_to_unsubscribed_on_leave_sends_leave_group_and_drops_the_join_answer() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.c(0).intercept = true;
@@ -1514,7 +1515,7 @@ fn leave_while_a_join_is_in_flight_sends_leave_group_and_drops_the_join_answer()
 }
 
 #[test]
-fn leave_before_the_member_has_an_id_is_done_at_once() {
+fn await_join_to_unsubscribed_on_leave_before_the_member_has_an_id_sends_no_leave_group() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config(range()));
     r.c(0).intercept = true;
@@ -1528,7 +1529,7 @@ fn leave_before_the_member_has_an_id_is_done_at_once() {
 }
 
 #[test]
-fn a_member_that_left_can_subscribe_again_and_others_take_over_meanwhile() {
+fn unsubscribed_to_need_join_when_a_member_that_left_subscribes_again_after_others_took_over() {
     let mut r = Rig::new(&[("t", 4)]);
     r.add(config(cooperative()));
     r.add(config(cooperative()));

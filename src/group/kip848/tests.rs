@@ -714,7 +714,7 @@ fn a_pattern_subscription_sends_the_regex_at_v1_and_the_coordinator_resolves_it(
 
 #[cfg(feature = "regex")]
 #[test]
-fn a_pattern_subscription_is_fatal_at_v0() {
+fn joining_to_fatal_for_a_pattern_subscription_at_v0() {
     let mut r = Rig::new(&[("t1", 2)]);
     r.add(config());
     r.c(0).versions = versions(Some(0));
@@ -752,7 +752,7 @@ fn at_v0_the_first_heartbeat_has_an_empty_member_id_and_the_member_adopts_the_se
 }
 
 #[test]
-fn a_broker_without_consumer_group_heartbeat_is_fatal_with_the_classic_hint() {
+fn joining_to_fatal_when_the_broker_lacks_consumer_group_heartbeat_with_the_classic_hint() {
     let mut r = Rig::new(&[("t", 3)]);
     r.add(config());
     r.c(0).versions = versions(None);
@@ -969,7 +969,7 @@ fn duplicate_negative_and_zero_id_partitions_in_an_assignment_are_dropped() {
 }
 
 #[test]
-fn a_late_answer_from_before_a_rejoin_is_dropped() {
+fn joining_drops_a_late_answer_from_before_the_rejoin() {
     let mut r = stable_member();
     let old = r.next_request(0, secs(6));
     assert_eq!(hb(&old).member_epoch, 1);
@@ -994,7 +994,7 @@ fn a_late_answer_from_before_a_rejoin_is_dropped() {
 }
 
 #[test]
-fn a_success_answer_with_a_negative_epoch_is_ignored() {
+fn stable_ignores_a_success_answer_with_a_negative_epoch() {
     let mut r = stable_member();
     let h = r.next_request(0, secs(6));
     r.answer(0, &h, &ok(-1, Some(vec![])));
