@@ -1,5 +1,5 @@
 //! The inner border of the crate: the protocol layer and the sans-IO components
-//! (`src/protocol/`, `src/fetch/`, `src/group/`, `src/sasl/`, `cluster.rs`, `link.rs`,
+//! (`src/protocol/`, `src/fetch/`, `src/group/`, `src/sasl/`, `src/cluster/`, `link.rs`,
 //! `backoff.rs`, `types.rs`) take bytes and time as arguments and never touch sockets, the
 //! event loop, threads, channels, locks, atomics or the clock; only `src/io/` does (and the
 //! shared budget in `buffer.rs`, which they use through its methods).
