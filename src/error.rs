@@ -46,6 +46,18 @@ pub enum ErrorKind {
     OffsetOutOfRange,
     /// A partition has no position and `auto.offset.reset` is `none`.
     NoOffset,
+    /// A partition's log was truncated below records this consumer had read (KIP-320): an
+    /// unclean leader election, or records the old leader held that never reached the new
+    /// one. [`Error::offset`] is the position before (the offset after the last record
+    /// `poll` returned), [`Error::divergent_offset`] the first offset where the log now
+    /// differs from what was read (`None` when the leader could not say). The records
+    /// `poll` returned from there on are no longer in the log.
+    ///
+    /// Unless `auto.offset.reset` is `none`, reading has already resumed at the divergent
+    /// offset (where it is unknown: where `auto.offset.reset` says), and the error only
+    /// reports what happened. With `none` the partition stops until you
+    /// [`seek`](crate::Consumer::seek).
+    LogTruncation,
     /// The topic or partition does not exist.
     UnknownTopicOrPartition,
     /// The group refused a commit for good (for example: a consumer with manually
@@ -97,6 +109,7 @@ struct Inner {
     partition: Option<TopicPartition>,
     offset: Option<i64>,
     skip_to: Option<i64>,
+    divergent_offset: Option<i64>,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -118,6 +131,7 @@ impl Error {
             partition: None,
             offset: None,
             skip_to: None,
+            divergent_offset: None,
             source: None,
         }))
     }
@@ -221,6 +235,11 @@ impl Error {
         self
     }
 
+    pub(crate) fn with_divergent_offset(mut self, offset: i64) -> Error {
+        self.0.divergent_offset = Some(offset);
+        self
+    }
+
     pub(crate) fn with_source(
         mut self,
         e: impl std::error::Error + Send + Sync + 'static,
@@ -265,6 +284,12 @@ impl Error {
     pub fn skip_to(&self) -> Option<i64> {
         self.0.skip_to
     }
+
+    /// For [`ErrorKind::LogTruncation`]: the first offset where the partition's log differs
+    /// from what this consumer read, if the leader could say.
+    pub fn divergent_offset(&self) -> Option<i64> {
+        self.0.divergent_offset
+    }
 }
 
 impl fmt::Display for Error {
@@ -285,6 +310,7 @@ impl fmt::Debug for Error {
             .field("code", &self.0.code)
             .field("partition", &self.0.partition)
             .field("offset", &self.0.offset)
+            .field("divergent_offset", &self.0.divergent_offset)
             .field("source", &self.0.source)
             .finish()
     }

@@ -27,6 +27,7 @@ use crate::protocol::api::list_offsets::ListOffsetsRequest;
 use crate::protocol::api::metadata::MetadataRequest;
 use crate::protocol::api::offset_commit::OffsetCommitRequest;
 use crate::protocol::api::offset_fetch::OffsetFetchRequest;
+use crate::protocol::api::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
 use crate::protocol::api::sasl_authenticate::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use crate::protocol::api::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
 use crate::protocol::api::sync_group::SyncGroupRequest;
@@ -100,6 +101,7 @@ pub static APIS: &[ApiEntry] = &[
     entry::<FindCoordinatorRequest>(),
     entry::<OffsetCommitRequest>(),
     entry::<OffsetFetchRequest>(),
+    entry::<OffsetForLeaderEpochRequest>(),
     entry::<JoinGroupRequest>(),
     entry::<HeartbeatRequest>(),
     entry::<LeaveGroupRequest>(),
@@ -793,6 +795,9 @@ mod tests {
     use crate::protocol::api::metadata::{
         MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };
+    use crate::protocol::api::offset_for_leader_epoch::{
+        EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
+    };
     use crate::protocol::consumer_protocol::java_payloads;
     use crate::protocol::frame::encode_response;
     use crate::protocol::message::{Bytes, Uuid};
@@ -1481,6 +1486,29 @@ mod tests {
         }
     }
 
+    fn offset_for_leader_epoch_sample() -> OffsetForLeaderEpochResponse {
+        OffsetForLeaderEpochResponse {
+            throttle_time_ms: 0,
+            topics: vec![OffsetForLeaderTopicResult {
+                topic: "orders".into(),
+                partitions: vec![
+                    EpochEndOffset {
+                        error_code: 0,
+                        partition: 0,
+                        leader_epoch: 3,
+                        end_offset: 40,
+                    },
+                    EpochEndOffset {
+                        error_code: 74,
+                        partition: 1,
+                        leader_epoch: -1,
+                        end_offset: -1,
+                    },
+                ],
+            }],
+        }
+    }
+
     const HEADERS: &[(&str, Option<&[u8]>)] = &[
         ("seq", Some(b"1")),
         ("dup", Some(b"a")),
@@ -1716,6 +1744,13 @@ mod tests {
                     }
                     k if k == OffsetFetchRequest::KEY => {
                         encode_response::<OffsetFetchRequest>(&offset_fetch_sample(), v, corr)
+                    }
+                    k if k == OffsetForLeaderEpochRequest::KEY => {
+                        encode_response::<OffsetForLeaderEpochRequest>(
+                            &offset_for_leader_epoch_sample(),
+                            v,
+                            corr,
+                        )
                     }
                     k if k == JoinGroupRequest::KEY => {
                         encode_response::<JoinGroupRequest>(&join_group_sample(), v, corr)

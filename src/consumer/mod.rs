@@ -26,7 +26,7 @@ use crate::group::commit::Committed;
 use crate::io::{self, Command, Event, IoHandle};
 use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
-use crate::types::{CallId, LeaderEpoch, PositionEpoch, TopicPartition};
+use crate::types::{CallId, LeaderEpoch, OffsetReset, PositionEpoch, TopicPartition};
 
 mod group;
 
@@ -502,6 +502,89 @@ impl Consumer {
         }
     }
 
+    /// The fetcher found `tp`'s log truncated below its fetch position (KIP-320) and
+    /// stopped the partition. Reading resumes where the log and what `poll` returned still
+    /// agree: at the consumer's position when that is at or before the divergence (nothing
+    /// it returned is gone: no error, as in Java, only the prefetched data is dropped);
+    /// else at the divergence, with a LogTruncation error; where the divergence is unknown,
+    /// where `auto.offset.reset` says, with the error. With `auto.offset.reset=none` the
+    /// partition stays stopped and the error asks for a seek.
+    fn truncated(
+        &mut self,
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        fetch_offset: i64,
+        divergent: Option<(i64, LeaderEpoch)>,
+    ) {
+        let Some(p) = self.parts.get(&tp).filter(|p| p.epoch == epoch) else {
+            return;
+        };
+        let position = p.position.unwrap_or(fetch_offset);
+        if divergent.is_some_and(|(at, _)| position <= at) {
+            log::info!(
+                "partition {tp}: records prefetched past offset {position} are gone from the log (never returned); fetching again from {position}"
+            );
+            self.seek_internally(&tp, SeekTo::Offset(position));
+            return;
+        }
+        let what = match divergent {
+            Some((at, leader_epoch)) => format!(
+                "partition {tp}: the log was truncated: it differs from what this consumer read from offset {at} on (leader epoch {}), below its position {position}; the records from {at} to {} are no longer in the log",
+                leader_epoch.0,
+                position - 1
+            ),
+            None => format!(
+                "partition {tp}: the log was truncated below this consumer's position {position}, and the leader has no offsets for the leader epoch of the records read, so where it differs is unknown"
+            ),
+        };
+        let resume = match (divergent, self.cfg.auto_offset_reset) {
+            (_, OffsetReset::None) => None,
+            (Some((at, _)), _) => Some(SeekTo::Offset(at)),
+            (None, OffsetReset::Earliest) => Some(SeekTo::Beginning),
+            (None, _) => Some(SeekTo::End),
+        };
+        let whence = match resume {
+            Some(SeekTo::Offset(o)) => format!("reading resumes at offset {o}"),
+            Some(SeekTo::Beginning) => {
+                "reading restarts at the earliest offset (auto.offset.reset)".to_owned()
+            }
+            Some(_) => "reading restarts at the latest offset (auto.offset.reset)".to_owned(),
+            None => "auto.offset.reset is none: seek to go on".to_owned(),
+        };
+        let mut error = Error::new(ErrorKind::LogTruncation, format!("{what}; {whence}"))
+            .with_partition(tp.clone())
+            .with_offset(position);
+        if let Some((at, _)) = divergent {
+            error = error.with_divergent_offset(at);
+        }
+        log::warn!("{error}");
+        match resume {
+            Some(to) => {
+                self.seek_internally(&tp, to);
+                if let (SeekTo::Offset(_), Some((_, leader_epoch)), Some(p)) =
+                    (to, divergent, self.parts.get_mut(&tp))
+                {
+                    p.leader_epoch = leader_epoch.known();
+                }
+            }
+            None => {
+                self.queue.retain(|(c, _)| c.tp != tp);
+                if let Some(p) = self.parts.get_mut(&tp) {
+                    p.stuck = Some(error.clone());
+                }
+            }
+        }
+        self.errors.push_back(error);
+    }
+
+    /// A seek the consumer makes itself (after a truncation): like the application's, but
+    /// a failure to reach the I/O thread only shows in the next call.
+    fn seek_internally(&mut self, tp: &TopicPartition, to: SeekTo) {
+        if let Err(e) = self.seek_to(tp, to, false) {
+            log::debug!("partition {tp}: seek after a truncation not sent: {e}");
+        }
+    }
+
     /// Applies one event from the I/O thread.
     fn event(&mut self, ev: Event) {
         match ev {
@@ -547,6 +630,12 @@ impl Consumer {
                     self.errors.push_back(e);
                 }
             }
+            Event::Truncated {
+                tp,
+                epoch,
+                fetch_offset,
+                divergent,
+            } => self.truncated(tp, epoch, fetch_offset, divergent),
             Event::CommitDone { id, result } => self.commits_done.push_back((id, result)),
             Event::Rebalance {
                 token,

@@ -7,13 +7,16 @@
 //! A partition's position:
 //!
 //! ```text
-//!   assign/seek ──▶ AwaitCommitted ──committed offset──▶ At{offset} ◀──────────┐
-//!       │               │ none committed                  │  │ fetch answers  │
-//!       │               ▼                                 │  └────────────────┘
-//!       └──────────▶ Reset{ts} ──ListOffsets answer──────▶┘
-//!                       ▲                                 │ OFFSET_OUT_OF_RANGE
-//!                       └──── auto.offset.reset ──────────┤
-//!                                              none ──▶ Stuck (until the user seeks)
+//!                                   committed offset with a leader epoch
+//!                        ┌────────────────────────────────────────────▶ Validate{offset}
+//!                        │                                   a new leader │  ▲   │ truncated:
+//!   assign/seek ──▶ AwaitCommitted ──committed offset──▶ At{offset} ◀─────┼──┘   │ Truncated
+//!       │               │ none committed                  │  ▲  │ valid  │      ▼ event
+//!       │               ▼                                 │  └──┘◀───────┘    Stuck
+//!       └──────────▶ Reset{ts} ──ListOffsets answer──────▶┘ fetch answers    (until a seek:
+//!                       ▲                                 │                   the user side's
+//!                       └──── auto.offset.reset ──────────┤ OFFSET_OUT_        or the user's)
+//!                                              none ──▶ Stuck OF_RANGE
 //! ```
 //!
 //! Invariants:
@@ -36,6 +39,13 @@
 //!    will be fetchable then.
 //! 6. Records fetched under an older position epoch never leave the fetcher as current:
 //!    every event carries the epoch it was made under.
+//! 7. A position that knows the leader epoch of its last record is fetched from a leader
+//!    other than the one it was last fetched from or checked against (a new leader or
+//!    leader epoch in the metadata), and a committed offset that carries a leader epoch is
+//!    fetched at all, only after OffsetForLeaderEpoch validated it (KIP-320; skipped, as
+//!    in Java, when the leader speaks no v3). A log truncated below the position stops the
+//!    partition with a [`FetchEvent::Truncated`] for the user side, which decides where
+//!    reading resumes: never a silent skip and never a silent reset.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -48,12 +58,14 @@ use crate::error::{Error, ErrorKind};
 use crate::fetch::chunk::{build_chunk, Chunk, Decoded, FetchedFrame, PartitionInput, Stop};
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::fetch::session::{FetchSession, WantedPartition};
+use crate::fetch::validate::{self, Check, Verdict};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
 use crate::protocol::api::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, FetchableTopicResponse,
     ForgottenTopic, PartitionData,
 };
 use crate::protocol::api::list_offsets::{self, ListOffsetsRequest};
+use crate::protocol::api::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
 use crate::protocol::error_code::ErrorCode;
 use crate::types::{
     ApiVersion, LeaderEpoch, MetadataGeneration, NodeId, OffsetReset, PositionEpoch, RequestId,
@@ -112,6 +124,16 @@ pub(crate) enum FetchEvent {
         epoch: PositionEpoch,
         end_offset: i64,
     },
+    /// The partition's log was truncated below `fetch_offset`, the position the fetcher
+    /// had reached (invariant 7): it diverges from what was read at `divergent` (with that
+    /// offset's leader epoch), or at an unknown point. The partition stays stopped until a
+    /// seek.
+    Truncated {
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        fetch_offset: i64,
+        divergent: Option<(i64, LeaderEpoch)>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +146,12 @@ enum Position {
     /// Find the position with ListOffsets at `timestamp` (`from`: the position before, if
     /// any, so the application sees the move as continuous).
     Reset { timestamp: i64, from: Option<i64> },
+    /// Ask the leader with OffsetForLeaderEpoch whether the log still holds what was read
+    /// before `offset` (`leader_epoch`: that of the last record) before fetching from it.
+    Validate {
+        offset: i64,
+        leader_epoch: LeaderEpoch,
+    },
     /// Waiting to be handed to the group for its committed offset.
     AwaitCommitted,
     /// The committed offset was asked for.
@@ -149,6 +177,9 @@ struct Part {
     awaiting_metadata: Option<MetadataGeneration>,
     /// KIP-392: fetch from this replica until the lease ends.
     replica: Option<(NodeId, Instant)>,
+    /// The leader and leader epoch the position was last fetched from or validated
+    /// against: another one in the metadata makes it validate first (invariant 7).
+    leader_seen: Option<(NodeId, LeaderEpoch)>,
     end_offset: i64,
     /// The missing-topic error last reported, so it is reported once.
     missing: Option<ErrorCode>,
@@ -167,6 +198,7 @@ impl Part {
             solo: false,
             awaiting_metadata: None,
             replica: None,
+            leader_seen: None,
             end_offset: -1,
             missing: None,
         }
@@ -207,6 +239,12 @@ enum Sent {
     Reset {
         route: Route,
         parts: Vec<(TopicPartition, PositionEpoch, i64)>,
+    },
+    Validate {
+        route: Route,
+        /// Per partition: the position epoch, the offset validated and the leader epoch
+        /// the metadata named.
+        parts: Vec<(TopicPartition, PositionEpoch, i64, LeaderEpoch)>,
     },
 }
 
@@ -687,9 +725,16 @@ impl Fetcher {
                     offset,
                     leader_epoch,
                 )));
-                Position::At {
-                    offset,
-                    leader_epoch,
+                if leader_epoch.known().is_some() {
+                    Position::Validate {
+                        offset,
+                        leader_epoch,
+                    }
+                } else {
+                    Position::At {
+                        offset,
+                        leader_epoch,
+                    }
                 }
             }
             None => default_reset(&self.cfg, &mut self.events, tp, epoch, None, None),
@@ -729,6 +774,7 @@ impl Fetcher {
         self.spares.reclaim_if_starved();
         let frees = self.budget.app_frees();
         let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
+        let mut checks: BTreeMap<NodeId, Vec<(Check, PositionEpoch, i64)>> = BTreeMap::new();
         let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
         let mut solos: BTreeMap<NodeId, TopicPartition> = BTreeMap::new();
         let mut need_metadata = false;
@@ -747,7 +793,10 @@ impl Fetcher {
                 continue;
             }
             p.awaiting_metadata = None;
-            if !matches!(p.position, Position::At { .. } | Position::Reset { .. }) {
+            if !matches!(
+                p.position,
+                Position::At { .. } | Position::Reset { .. } | Position::Validate { .. }
+            ) {
                 continue;
             }
             let (leader, leader_epoch) = match cluster.leader(tp) {
@@ -771,7 +820,42 @@ impl Fetcher {
                     continue;
                 }
             };
+            if let Position::At {
+                offset,
+                leader_epoch: last,
+            } = p.position
+            {
+                let moved = p
+                    .leader_seen
+                    .is_some_and(|seen| seen != (leader, leader_epoch));
+                if moved && last.known().is_some() && leader_epoch.known().is_some() {
+                    log::debug!(
+                        "partition {tp}: leader {leader} at epoch {} since the last fetch; validating offset {offset} first",
+                        leader_epoch.0
+                    );
+                    p.position = Position::Validate {
+                        offset,
+                        leader_epoch: last,
+                    };
+                } else {
+                    p.leader_seen = Some((leader, leader_epoch));
+                }
+            }
             match p.position {
+                Position::Validate {
+                    offset,
+                    leader_epoch: last,
+                } => {
+                    checks.entry(leader).or_default().push((
+                        Check {
+                            tp: tp.clone(),
+                            current_leader_epoch: leader_epoch,
+                            leader_epoch: last,
+                        },
+                        p.epoch,
+                        offset,
+                    ));
+                }
                 Position::Reset { timestamp, .. } => {
                     resets.entry(leader).or_default().push((
                         Query {
@@ -813,6 +897,9 @@ impl Fetcher {
         }
         for (node, list) in resets {
             self.plan_reset(node, list, now, links);
+        }
+        for (node, list) in checks {
+            self.plan_validate(node, list, now, links);
         }
         if fetches.is_empty() {
             return;
@@ -936,6 +1023,54 @@ impl Fetcher {
         }
     }
 
+    /// Sends the validation of `list` (positions led by `node`), or, when the broker
+    /// speaks no OffsetForLeaderEpoch from v3, takes the positions as they are.
+    fn plan_validate(
+        &mut self,
+        node: NodeId,
+        list: Vec<(Check, PositionEpoch, i64)>,
+        now: Instant,
+        links: &mut Links,
+    ) {
+        let route = Route::node(node, Lane::Control);
+        let Some(versions) = links.ready(route, now) else {
+            return;
+        };
+        let id = self.next_id.take_next();
+        let checks: Vec<Check> = list.iter().map(|(c, _, _)| c.clone()).collect();
+        let tag = Tag {
+            owner: Owner::Fetcher,
+            id,
+        };
+        match validate::request(route, &versions, &checks, tag, self.cfg.request_timeout) {
+            Ok(t) => {
+                for (c, _, _) in &list {
+                    if let Some(p) = self.parts.get_mut(&c.tp) {
+                        p.in_flight = Some(id);
+                    }
+                }
+                let parts = list
+                    .into_iter()
+                    .map(|(c, e, offset)| (c.tp, e, offset, c.current_leader_epoch))
+                    .collect();
+                self.sent.insert(id, Sent::Validate { route, parts });
+                self.queue.push_back(t);
+            }
+            Err(why) => {
+                log::debug!("{why}: positions on {route} are not validated");
+                for (c, _, offset) in list {
+                    if let Some(p) = self.parts.get_mut(&c.tp) {
+                        p.position = Position::At {
+                            offset,
+                            leader_epoch: c.leader_epoch,
+                        };
+                        p.leader_seen = Some((node, c.current_leader_epoch));
+                    }
+                }
+            }
+        }
+    }
+
     fn queue_fetch(
         &mut self,
         node: NodeId,
@@ -1049,15 +1184,26 @@ impl Fetcher {
                 parts
             }
             Sent::Reset { parts, .. } => parts,
+            Sent::Validate { parts, .. } => {
+                for (tp, ..) in parts {
+                    self.release_partition(tp, id);
+                }
+                return Some(sent);
+            }
         };
         for (tp, _, _) in parts {
-            if let Some(p) = self.parts.get_mut(tp) {
-                if p.in_flight == Some(id) {
-                    p.in_flight = None;
-                }
-            }
+            self.release_partition(tp, id);
         }
         Some(sent)
+    }
+
+    /// `tp` is no longer in request `id`.
+    fn release_partition(&mut self, tp: &TopicPartition, id: RequestId) {
+        if let Some(p) = self.parts.get_mut(tp) {
+            if p.in_flight == Some(id) {
+                p.in_flight = None;
+            }
+        }
     }
 
     /// Request `id` got no answer.
@@ -1074,6 +1220,13 @@ impl Fetcher {
             }
             Sent::Reset { parts, .. } => {
                 for (tp, epoch, _) in parts {
+                    if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
+                        p.backoff(now, &policy, &mut *self.jitter);
+                    }
+                }
+            }
+            Sent::Validate { parts, .. } => {
+                for (tp, epoch, ..) in parts {
                     if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
                         p.backoff(now, &policy, &mut *self.jitter);
                     }
@@ -1123,6 +1276,9 @@ impl Fetcher {
             } => self.on_fetch(node, route, parts, solo, version, body, now, links, cluster),
             Sent::Reset { route, parts } => {
                 self.on_reset(route, parts, version, &body, now, links, cluster)
+            }
+            Sent::Validate { route, parts } => {
+                self.on_validate(route, parts, version, &body, now, links, cluster)
             }
         }
     }
@@ -1380,6 +1536,8 @@ impl Fetcher {
                 offset: a.offset,
                 leader_epoch: a.leader_epoch,
             };
+            // Found under the current leader: nothing to validate until it changes.
+            p.leader_seen = None;
             self.events.push_back(FetchEvent::Chunk(Chunk::position(
                 tp,
                 epoch,
@@ -1387,6 +1545,100 @@ impl Fetcher {
                 a.offset,
                 a.leader_epoch,
             )));
+        }
+    }
+
+    /// Applies an OffsetForLeaderEpoch answer to the partitions still waiting for it at the
+    /// position epoch and offset it was asked for (invariant 7).
+    #[allow(clippy::too_many_arguments)]
+    fn on_validate(
+        &mut self,
+        route: Route,
+        sent: Vec<(TopicPartition, PositionEpoch, i64, LeaderEpoch)>,
+        version: ApiVersion,
+        body: &[u8],
+        now: Instant,
+        links: &mut Links,
+        cluster: &mut Cluster,
+    ) {
+        let policy = self.cfg.retry_backoff;
+        let Ok(resp) = links.decode::<OffsetForLeaderEpochRequest>(route, version, body, now)
+        else {
+            for (tp, epoch, ..) in &sent {
+                if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
+                    p.backoff(now, &policy, &mut *self.jitter);
+                }
+            }
+            return;
+        };
+        let Peer::Node(node) = route.peer else {
+            return;
+        };
+        let answers = validate::answers(&resp);
+        for (tp, epoch, offset, current) in sent {
+            let Some(p) = self.parts.get_mut(&tp) else {
+                continue;
+            };
+            let last = match p.position {
+                Position::Validate {
+                    offset: at,
+                    leader_epoch,
+                } if at == offset && p.epoch == epoch => leader_epoch,
+                _ => continue,
+            };
+            let divergent = match validate::verdict_for(&answers, &tp, offset) {
+                Verdict::Valid => {
+                    log::debug!("partition {tp}: offset {offset} validated by {route}");
+                    p.position = Position::At {
+                        offset,
+                        leader_epoch: last,
+                    };
+                    p.leader_seen = Some((node, current));
+                    p.retry.succeeded();
+                    continue;
+                }
+                Verdict::Error(code) => {
+                    log::debug!("partition {tp}: OffsetForLeaderEpoch error {code}");
+                    p.backoff(now, &policy, &mut *self.jitter);
+                    if code.needs_metadata_refresh() {
+                        cluster.request_update();
+                        p.awaiting_metadata = Some(cluster.generation());
+                    } else if !code.is_retriable() && p.retry.failures() == 1 {
+                        let e = Error::broker(code, format!("validating the position of {tp}"))
+                            .with_partition(tp.clone())
+                            .with_offset(offset);
+                        self.events.push_back(FetchEvent::Error(e, Some(epoch)));
+                    }
+                    continue;
+                }
+                Verdict::Truncated {
+                    divergent,
+                    leader_epoch,
+                } => {
+                    log::warn!(
+                        "partition {tp}: log truncation detected: {route} (leader epoch {}) ends leader epoch {} at offset {divergent}, below the fetch position {offset}",
+                        current.0,
+                        leader_epoch.0
+                    );
+                    Some((divergent, leader_epoch))
+                }
+                Verdict::Unknown => {
+                    log::warn!(
+                        "partition {tp}: log truncation detected: {route} (leader epoch {}) has no offsets for leader epoch {} or earlier, below the fetch position {offset}",
+                        current.0,
+                        last.0
+                    );
+                    None
+                }
+            };
+            p.position = Position::Stuck;
+            p.leader_seen = Some((node, current));
+            self.events.push_back(FetchEvent::Truncated {
+                tp,
+                epoch,
+                fetch_offset: offset,
+                divergent,
+            });
         }
     }
 
@@ -1401,7 +1653,10 @@ impl Fetcher {
             .filter(|p| {
                 matches!(
                     p.position,
-                    Position::At { .. } | Position::Reset { .. } | Position::AwaitCommitted
+                    Position::At { .. }
+                        | Position::Reset { .. }
+                        | Position::Validate { .. }
+                        | Position::AwaitCommitted
                 )
             })
             .filter_map(|p| p.not_before);

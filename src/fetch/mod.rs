@@ -9,3 +9,4 @@ pub mod fetcher;
 pub mod lookup;
 pub mod offsets;
 pub mod session;
+pub mod validate;

@@ -20,7 +20,7 @@ use crate::fetch::fetcher::SeekTo;
 use crate::fetch::lookup::LookupResult;
 use crate::group::commit::{Committed, CommittedResult};
 use crate::group::member::{CallbackKind, CallbackToken, Subscription};
-use crate::types::{CallId, Identity, PositionEpoch, TopicPartition};
+use crate::types::{CallId, Identity, LeaderEpoch, PositionEpoch, TopicPartition};
 
 /// What the user side asks of the I/O thread.
 pub(crate) enum Command {
@@ -100,6 +100,15 @@ pub(crate) enum Event {
         tp: TopicPartition,
         epoch: PositionEpoch,
         end_offset: i64,
+    },
+    /// The partition's log was truncated below what the fetcher had read (KIP-320); the
+    /// fetcher stopped the partition until a seek. `divergent`: where the log diverges and
+    /// that offset's leader epoch, if the leader could say.
+    Truncated {
+        tp: TopicPartition,
+        epoch: PositionEpoch,
+        fetch_offset: i64,
+        divergent: Option<(i64, LeaderEpoch)>,
     },
     /// Asynchronous commit `id` finished.
     CommitDone { id: CallId, result: Result<()> },

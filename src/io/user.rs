@@ -277,6 +277,17 @@ impl IoLoop {
                     epoch,
                     end_offset,
                 },
+                FetchEvent::Truncated {
+                    tp,
+                    epoch,
+                    fetch_offset,
+                    divergent,
+                } => Event::Truncated {
+                    tp,
+                    epoch,
+                    fetch_offset,
+                    divergent,
+                },
             };
             let _ = self.ev_tx.send(ev);
         }

@@ -30,6 +30,10 @@ use crate::protocol::api::offset_fetch::{
     OffsetFetchRequest, OffsetFetchResponse, OffsetFetchResponseGroup,
     OffsetFetchResponsePartition, OffsetFetchResponseTopic, BATCHED_VERSION as FETCH_BATCHED,
 };
+use crate::protocol::api::offset_for_leader_epoch::{
+    EpochEndOffset, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::{encode_response, version_of};
@@ -221,6 +225,10 @@ pub(crate) struct SimPart {
     pub follower: i32,
     /// Whether the leader sends consumers to `follower` (preferred read replica).
     pub redirect: bool,
+    /// What OffsetForLeaderEpoch answers for an epoch before `epoch`: the largest earlier
+    /// epoch the log holds and the offset where it ends (`(-1, -1)`: none). `None`: every
+    /// epoch asked for ends at the log end (nothing was truncated).
+    pub epoch_end: Option<(i32, i64)>,
 }
 
 /// One topic of the simulated cluster.
@@ -292,6 +300,7 @@ impl SimBroker {
                         log_end,
                         follower: -1,
                         redirect: false,
+                        epoch_end: None,
                     },
                 )
             })
@@ -361,6 +370,10 @@ impl SimBroker {
                 let resp = self.offset_fetch(t, 0, |_| 0);
                 response::<OffsetFetchRequest>(t, &resp)
             }
+            OffsetForLeaderEpochRequest::KEY => {
+                let resp = self.offset_for_leader_epoch(t);
+                response::<OffsetForLeaderEpochRequest>(t, &resp)
+            }
             k => panic!("the simulated broker does not speak api {k}"),
         }
     }
@@ -403,6 +416,15 @@ impl SimBroker {
             OffsetFetchRequest::KEY => {
                 let resp = self.offset_fetch(t, 0, |_| c);
                 response::<OffsetFetchRequest>(t, &resp)
+            }
+            OffsetForLeaderEpochRequest::KEY => {
+                let mut resp = self.offset_for_leader_epoch(t);
+                for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                    p.error_code = c;
+                    p.leader_epoch = -1;
+                    p.end_offset = -1;
+                }
+                response::<OffsetForLeaderEpochRequest>(t, &resp)
             }
             k => panic!("the simulated broker does not speak api {k}"),
         }
@@ -509,6 +531,61 @@ impl SimBroker {
             })
             .collect();
         ListOffsetsResponse {
+            throttle_time_ms: 0,
+            topics,
+        }
+    }
+
+    /// The OffsetForLeaderEpoch answer to `t`: per partition asked for, NOT_LEADER_OR_FOLLOWER
+    /// off its leader, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a current leader epoch
+    /// below / above the partition's, else where the epoch asked for ends
+    /// ([`SimPart::epoch_end`]).
+    pub fn offset_for_leader_epoch(&self, t: &Transmit) -> OffsetForLeaderEpochResponse {
+        let req = request::<OffsetForLeaderEpochRequest>(t);
+        let node = node_of(t.route);
+        let topics = req
+            .topics
+            .iter()
+            .map(|rt| OffsetForLeaderTopicResult {
+                topic: rt.topic.clone(),
+                partitions: rt
+                    .partitions
+                    .iter()
+                    .map(|rp| {
+                        let tp = TopicPartition::new(rt.topic.as_str(), rp.partition);
+                        let (error, leader_epoch, end_offset) = match self.lookup(&tp) {
+                            None => (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
+                            Some(p) if p.leader != node => {
+                                (ErrorCode::NOT_LEADER_OR_FOLLOWER, -1, -1)
+                            }
+                            Some(p)
+                                if rp.current_leader_epoch >= 0
+                                    && rp.current_leader_epoch < p.epoch =>
+                            {
+                                (ErrorCode::FENCED_LEADER_EPOCH, -1, -1)
+                            }
+                            Some(p) if rp.current_leader_epoch > p.epoch => {
+                                (ErrorCode::UNKNOWN_LEADER_EPOCH, -1, -1)
+                            }
+                            Some(p) if rp.leader_epoch >= p.epoch => {
+                                (ErrorCode::None, p.epoch, p.log_end)
+                            }
+                            Some(p) => {
+                                let (e, end) = p.epoch_end.unwrap_or((rp.leader_epoch, p.log_end));
+                                (ErrorCode::None, e, end)
+                            }
+                        };
+                        EpochEndOffset {
+                            error_code: error.code(),
+                            partition: rp.partition,
+                            leader_epoch,
+                            end_offset,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        OffsetForLeaderEpochResponse {
             throttle_time_ms: 0,
             topics,
         }

@@ -25,6 +25,7 @@ pub(crate) fn all_versions() -> Versions {
         (13, 0, 5),
         (14, 0, 5),
         (18, 0, 4),
+        (23, 2, 4),
     ])
 }
 

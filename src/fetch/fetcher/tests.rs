@@ -10,6 +10,7 @@ use crate::buffer::FrameBuf;
 use crate::cluster::Cluster;
 use crate::link::Versions;
 use crate::protocol::api::list_offsets::ListOffsetsRequest;
+use crate::protocol::api::offset_for_leader_epoch::OffsetForLeaderEpochRequest;
 use crate::protocol::api::Api;
 use crate::sim::{
     self, batch, batch_with, cluster_config, control_route, encode_fetch, fetch_config,
@@ -224,6 +225,19 @@ impl Rig {
 }
 
 /// The partitions and timestamps a ListOffsets asks for.
+/// The partitions an OffsetForLeaderEpoch request validates.
+fn validations(t: &Transmit) -> Vec<TopicPartition> {
+    let req = request::<OffsetForLeaderEpochRequest>(t);
+    req.topics
+        .iter()
+        .flat_map(|rt| {
+            rt.partitions
+                .iter()
+                .map(|p| TopicPartition::new(rt.topic.as_str(), p.partition))
+        })
+        .collect()
+}
+
 fn resets(t: &Transmit) -> Vec<(TopicPartition, i64)> {
     let req = request::<ListOffsetsRequest>(t);
     req.topics
@@ -1026,6 +1040,186 @@ fn a_broker_without_a_fetch_version_is_reported_once() {
     assert_eq!(reports, 1);
 }
 
+// ----- leader epochs and truncation (KIP-320) ---------------------------------------------
+
+/// A rig whose `t-0` read offsets 0..10 (leader epoch 5) from broker 1, whose leader then
+/// moved to broker 2 at epoch 6 and whose Fetch got NOT_LEADER_OR_FOLLOWER: the next
+/// request goes out once the new metadata is in.
+fn leader_moved_after_reading_ten(epoch_end: Option<(i32, i64)>) -> Rig {
+    let (mut r, t) = fetching_from(0);
+    r.answer(&t);
+    assert_eq!(chunks(&r.events())[0].2, 10);
+    let p = r.broker.part(&t0());
+    p.leader = 2;
+    p.epoch = 6;
+    p.epoch_end = epoch_end;
+    let t = r.send();
+    r.answer_error(&t, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+    r.advance(Duration::from_secs(1));
+    r
+}
+
+/// The partitions an OffsetForLeaderEpoch request asks about, with the current leader
+/// epoch and the epoch asked for.
+fn validated(t: &Transmit) -> Vec<(TopicPartition, i32, i32)> {
+    let req = request::<OffsetForLeaderEpochRequest>(t);
+    assert_eq!(req.replica_id, -1, "a consumer's request");
+    req.topics
+        .iter()
+        .flat_map(|rt| {
+            rt.partitions.iter().map(|p| {
+                (
+                    TopicPartition::new(rt.topic.as_str(), p.partition),
+                    p.current_leader_epoch,
+                    p.leader_epoch,
+                )
+            })
+        })
+        .collect()
+}
+
+/// A truncation as a test reads it: the partition, the fetch position and the divergence.
+type Truncation = (TopicPartition, i64, Option<(i64, LeaderEpoch)>);
+
+fn truncations(ev: &[FetchEvent]) -> Vec<Truncation> {
+    ev.iter()
+        .filter_map(|e| match e {
+            FetchEvent::Truncated {
+                tp,
+                fetch_offset,
+                divergent,
+                ..
+            } => Some((tp.clone(), *fetch_offset, *divergent)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn at_to_validate_when_the_leader_moves_and_to_at_when_the_new_leader_holds_the_epoch() {
+    let mut r = leader_moved_after_reading_ten(None);
+    let v = r.send();
+    assert_eq!(v.route, control_route(2), "asked of the new leader");
+    assert_eq!(validated(&v), vec![(t0(), 6, 5)]);
+    r.answer(&v);
+    assert!(truncations(&r.events()).is_empty());
+    let t = r.send();
+    assert_eq!(t.route, fetch_route(2));
+    assert_eq!(r.fetched(&t), vec![(t0(), 10)], "from where it was");
+}
+
+#[test]
+fn validate_to_stuck_when_the_new_leaders_log_ends_the_epoch_below_the_position() {
+    let mut r = leader_moved_after_reading_ten(Some((5, 7)));
+    let v = r.send();
+    r.answer(&v);
+    let ev = r.events();
+    assert_eq!(
+        truncations(&ev),
+        vec![(t0(), 10, Some((7, LeaderEpoch(5))))],
+        "diverges at 7"
+    );
+    assert!(chunks(&ev).is_empty(), "nothing read past the divergence");
+    r.advance(Duration::from_secs(5));
+    for _ in 0..3 {
+        assert!(r.round().is_empty(), "stopped until a seek");
+    }
+    assert_eq!(r.timer(), None, "idle meanwhile");
+    r.seek(&t0(), SeekTo::Offset(7), false);
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 7)]);
+}
+
+#[test]
+fn validate_to_stuck_with_an_unknown_divergence_when_the_leader_has_no_offsets_for_the_epoch() {
+    let mut r = leader_moved_after_reading_ten(Some((-1, -1)));
+    let v = r.send();
+    r.answer(&v);
+    assert_eq!(truncations(&r.events()), vec![(t0(), 10, None)]);
+    assert!(r.round().is_empty());
+}
+
+#[test]
+fn validate_waits_for_newer_metadata_after_fenced_leader_epoch_and_asks_again() {
+    let mut r = leader_moved_after_reading_ten(None);
+    let v = r.send();
+    r.hold_metadata = true;
+    r.deliver(
+        &v,
+        r.broker
+            .clone()
+            .answer_error(&v, ErrorCode::FENCED_LEADER_EPOCH),
+    );
+    assert!(r.events().is_empty(), "retriable: not reported");
+    r.advance(Duration::from_secs(5));
+    assert!(
+        r.round().is_empty(),
+        "not asked again before newer metadata"
+    );
+    assert!(!r.held_metadata.is_empty(), "a refresh was asked for");
+    r.release_metadata();
+    let v = r.send();
+    assert_eq!(validated(&v), vec![(t0(), 6, 5)], "validated again");
+}
+
+#[test]
+fn validate_backs_off_after_unknown_leader_epoch_and_asks_again() {
+    let mut r = leader_moved_after_reading_ten(None);
+    let v = r.send();
+    let at = r.now();
+    r.deliver(
+        &v,
+        r.broker
+            .clone()
+            .answer_error(&v, ErrorCode::UNKNOWN_LEADER_EPOCH),
+    );
+    assert!(r.round().is_empty(), "not at once");
+    let retry = r.timer().expect("a backoff");
+    assert!(retry >= at + ms(80), "waits a backoff");
+    r.at(retry);
+    let v = r.send();
+    assert_eq!(validated(&v), vec![(t0(), 6, 5)]);
+}
+
+#[test]
+fn a_leader_without_offset_for_leader_epoch_v3_is_fetched_from_without_validation() {
+    let mut r = leader_moved_after_reading_ten(Some((5, 7)));
+    let mut versions: Vec<(i16, i16, i16)> = vec![(1, 4, 18), (2, 1, 11), (3, 1, 13)];
+    versions.push((23, 2, 2));
+    r.net
+        .links
+        .on_ready(control_route(2), Versions::new(versions));
+    let t = r.send();
+    assert_eq!(t.route, fetch_route(2), "as the Java client: no validation");
+    assert_eq!(r.fetched(&t), vec![(t0(), 10)]);
+}
+
+#[test]
+fn a_position_without_a_leader_epoch_is_not_validated_when_the_leader_moves() {
+    let (mut r, t) = fetching_from(4);
+    let p = r.broker.part(&t0());
+    p.leader = 2;
+    p.epoch = 6;
+    r.answer_error(&t, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+    r.advance(Duration::from_secs(1));
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 4)], "a seek carries no epoch");
+}
+
+#[test]
+fn a_leader_epoch_bump_on_the_same_leader_validates_too() {
+    let (mut r, t) = fetching_from(0);
+    r.answer(&t);
+    r.events();
+    r.broker.part(&t0()).epoch = 6;
+    let t = r.send();
+    r.answer_error(&t, ErrorCode::FENCED_LEADER_EPOCH);
+    r.advance(Duration::from_secs(1));
+    let v = r.send();
+    assert_eq!(v.route, control_route(1));
+    assert_eq!(validated(&v), vec![(t0(), 6, 5)]);
+}
+
 // ----- throttling and replicas -------------------------------------------------------------------
 
 #[test]
@@ -1376,7 +1570,7 @@ fn with_group() -> FetchConfig {
 }
 
 #[test]
-fn an_unpositioned_partition_waits_for_its_committed_offset_and_starts_there() {
+fn an_unpositioned_partition_waits_for_its_committed_offset_validates_it_and_starts_there() {
     let mut r = Rig::new(with_group(), two_brokers());
     r.assign(&[(t0(), SeekTo::Default)]);
     assert!(
@@ -1393,6 +1587,22 @@ fn an_unpositioned_partition_waits_for_its_committed_offset_and_starts_there() {
     );
     r.fetcher
         .apply_committed(&t0(), r.epoch(&t0()), Some((17, LeaderEpoch(5))));
+    // The committed offset carries a leader epoch: the leader confirms it first (KIP-320).
+    let v = r.send();
+    assert_eq!(validations(&v), vec![t0()]);
+    r.answer(&v);
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 17)]);
+}
+
+#[test]
+fn a_committed_offset_without_a_leader_epoch_is_fetched_at_once() {
+    let mut r = Rig::new(with_group(), two_brokers());
+    r.assign(&[(t0(), SeekTo::Default)]);
+    let now = r.now();
+    let e = r.fetcher.take_committed_wanted(now)[0].1;
+    r.fetcher
+        .apply_committed(&t0(), e, Some((17, LeaderEpoch::UNKNOWN)));
     let t = r.send();
     assert_eq!(r.fetched(&t), vec![(t0(), 17)]);
 }
@@ -1612,6 +1822,8 @@ impl World {
                 now + self.r.fetcher.cfg.fetch_max_wait
             };
             (covers, Some(a), due)
+        } else if t.api_key == OffsetForLeaderEpochRequest::KEY {
+            (validations(&t), None, now)
         } else {
             assert_eq!(t.api_key, ListOffsetsRequest::KEY, "{ctx}");
             self.resets_sent += 1;
@@ -1712,6 +1924,9 @@ impl World {
                     }
                 }
                 FetchEvent::Error(_, None) => {}
+                FetchEvent::Truncated { tp, .. } => {
+                    panic!("{ctx}: {tp} reported truncated, but no simulated log ever is")
+                }
             }
         }
     }

@@ -35,21 +35,23 @@ pub fn broker(id: i32, port: u16) -> Broker {
     (id, "127.0.0.1", port)
 }
 
-/// One partition of a fake topic: its index, leader and replicas (leader epoch 0).
+/// One partition of a fake topic: its index, leader, leader epoch and replicas.
 #[derive(Debug, Clone)]
 pub struct Part {
     pub topic: &'static str,
     pub partition: i32,
     pub leader: i32,
+    pub leader_epoch: i32,
     pub replicas: Vec<i32>,
 }
 
-/// Partition `partition` of `topic`, led by `leader` (its only replica).
+/// Partition `partition` of `topic`, led by `leader` (its only replica) at leader epoch 0.
 pub fn part(topic: &'static str, partition: i32, leader: i32) -> Part {
     Part {
         topic,
         partition,
         leader,
+        leader_epoch: 0,
         replicas: vec![leader],
     }
 }
@@ -76,7 +78,7 @@ fn metadata_answer(r: &Request, brokers: &[Broker], parts: &[Part], error: i16) 
         let mp = MetadataResponsePartition {
             partition_index: p.partition,
             leader_id: p.leader,
-            leader_epoch: 0,
+            leader_epoch: p.leader_epoch,
             replica_nodes: p.replicas.clone(),
             isr_nodes: p.replicas.clone(),
             ..Default::default()
@@ -166,6 +168,8 @@ pub struct Wanted {
     /// The fetch offset.
     pub offset: i64,
     pub max_bytes: i32,
+    /// The leader epoch the consumer's metadata names (-1: unknown).
+    pub current_leader_epoch: i32,
 }
 
 impl Request {
@@ -181,6 +185,7 @@ impl Request {
                     partition: p.partition,
                     offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
+                    current_leader_epoch: p.current_leader_epoch,
                 })
             })
             .collect()

@@ -69,6 +69,7 @@ pub const OFFSET_COMMIT: i16 = 8;
 pub const OFFSET_FETCH: i16 = 9;
 pub const FIND_COORDINATOR: i16 = 10;
 pub const API_VERSIONS: i16 = 18;
+pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 
 /// What a current broker offers, capped where the fake's answers stop: Metadata v1-v13
 /// (top-level error from v13), ListOffsets v1-v11, Fetch v4-v12 (flexible from v12; v13
