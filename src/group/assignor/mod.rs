@@ -221,6 +221,9 @@ fn member_info_cmp(a: &MemberSubscription, b: &MemberSubscription) -> Ordering {
     by_instance.then_with(|| java_cmp(&a.member_id, &b.member_id))
 }
 
+/// A rack, as an index into [`Input::racks`].
+type Rack = usize;
+
 /// One member as the assignors see it.
 struct Member<'a> {
     sub: &'a MemberSubscription,
@@ -228,6 +231,11 @@ struct Member<'a> {
     topics: BTreeSet<usize>,
     /// Every topic it subscribes to, existing or not.
     all_topics: BTreeSet<&'a str>,
+    /// Its rack (unset when empty, as Java ignores an empty `client.rack`).
+    rack: Option<Rack>,
+    /// Where its (first) subscription stood in the input: Java's `HashMap` of the members
+    /// keeps this order among member ids of the same hash bucket.
+    position: usize,
 }
 
 /// A topic as the assignors see it.
@@ -235,6 +243,9 @@ struct Topic<'a> {
     name: Arc<str>,
     /// Its partitions, sorted by number.
     partitions: Vec<&'a PartitionInfo>,
+    /// The racks of each partition's replicas (by position in `partitions`), sorted,
+    /// without repeats.
+    replica_racks: Vec<Box<[Rack]>>,
 }
 
 /// The assignors' common view of their input, prepared as Java's
@@ -245,6 +256,8 @@ struct Input<'a> {
     /// The topics some member subscribes to that exist with at least one partition,
     /// sorted by name (Java order).
     topics: Vec<Topic<'a>>,
+    /// Every rack a member or an assigned partition's replica names, sorted.
+    racks: Vec<&'a str>,
 }
 
 impl<'a> Input<'a> {
@@ -272,16 +285,46 @@ impl<'a> Input<'a> {
                 Some(Topic {
                     name: Arc::from(name),
                     partitions,
+                    replica_racks: Vec::new(),
                 })
             })
             .collect();
         kept.sort_by(|a, b| java_cmp(&a.name, &b.name));
+
+        let racks: Vec<&str> = subs
+            .iter()
+            .filter_map(|m| m.rack_id())
+            .chain(kept.iter().flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .flat_map(|p| p.replica_racks.iter().map(String::as_str))
+            }))
+            .collect::<BTreeSet<&str>>()
+            .into_iter()
+            .collect();
+        let rack_id = |r: &str| racks.binary_search(&r).ok();
+        for t in &mut kept {
+            t.replica_racks = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut ids: Vec<Rack> =
+                        p.replica_racks.iter().filter_map(|r| rack_id(r)).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    ids.into_boxed_slice()
+                })
+                .collect();
+        }
         let index: BTreeMap<&str, usize> = kept
             .iter()
             .enumerate()
             .map(|(i, t)| (&*t.name, i))
             .collect();
-
+        let mut positions: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, m) in members.iter().enumerate() {
+            positions.entry(&m.member_id).or_insert(i);
+        }
         let members = subs
             .into_iter()
             .map(|sub| Member {
@@ -292,11 +335,14 @@ impl<'a> Input<'a> {
                     .filter_map(|t| index.get(t.as_str()).copied())
                     .collect(),
                 all_topics: sub.topics.iter().map(String::as_str).collect(),
+                rack: sub.rack_id().and_then(rack_id),
+                position: positions.get(sub.member_id.as_str()).copied().unwrap_or(0),
             })
             .collect();
         Input {
             members,
             topics: kept,
+            racks,
         }
     }
 
