@@ -7,8 +7,18 @@
 //!   including the member order (static members first, by `group.instance.id`, then dynamic
 //!   ones by member id; strings compared as Java does, by UTF-16 code units) and, for range,
 //!   the rack-aware mode of KIP-881.
-//! - [`CooperativeSticky`] (`cooperative-sticky`) follows kafka-clients'
-//!   `CooperativeStickyAssignor` (see its module for where it differs in edge cases).
+//! - [`CooperativeSticky`] (`cooperative-sticky`) computes kafka-clients'
+//!   `CooperativeStickyAssignor` target assignment, rack-aware mode included, and leaves out
+//!   of it what must be revoked first, more strictly than Java (see its module, and the
+//!   `sticky` module for the inputs Java mishandles).
+//!
+//! Rack-aware assignment (KIP-881): the leader hands each partition's replica racks (the
+//! brokers' `broker.rack`, from the metadata) and each member's `client.rack` (from its
+//! subscription); `range` and `cooperative-sticky` then prefer giving a member partitions
+//! with a replica on its rack, without giving up balance, exactly when and as Java's do
+//! (both sides must name racks, they must meet, and not every partition may have replicas
+//! on every rack; otherwise they assign as without racks). `roundrobin` ignores racks, as
+//! Java's does.
 //!
 //! What every assignor here does with its input, as Java's
 //! `AbstractPartitionAssignor.assign(Cluster, GroupSubscription)` does:
@@ -24,7 +34,9 @@
 //! 1. A partition goes to at most one member, and only to a member subscribed to its topic.
 //! 2. The eager assignors (range, roundrobin) assign every partition of a subscribed topic.
 //! 3. The result depends only on the input's content, not on the order of `members`
-//!    (member ids being distinct) or of a member's `topics` and `owned_partitions`.
+//!    (member ids being distinct) or of a member's `topics` and `owned_partitions`; except
+//!    that cooperative-sticky, like Java's, takes the order of members whose ids fall in
+//!    the same bucket of Java's `HashMap` from `members` (the JoinGroup answer's order).
 //! 4. (cooperative-sticky) A member gets a partition that another member claims to own
 //!    only if it is the partition's valid previous owner: a partition that moves is revoked
 //!    before it is handed over.
@@ -34,6 +46,7 @@
 #![cfg_attr(not(feature = "__testing"), allow(dead_code))]
 
 mod cooperative_sticky;
+mod java_order;
 mod range;
 mod round_robin;
 mod sticky;
@@ -221,7 +234,7 @@ fn member_info_cmp(a: &MemberSubscription, b: &MemberSubscription) -> Ordering {
     by_instance.then_with(|| java_cmp(&a.member_id, &b.member_id))
 }
 
-/// A rack, as an index into [`Input::racks`].
+/// A rack, as its index among the racks the input names (members' and replicas'), sorted.
 type Rack = usize;
 
 /// One member as the assignors see it.
@@ -256,8 +269,6 @@ struct Input<'a> {
     /// The topics some member subscribes to that exist with at least one partition,
     /// sorted by name (Java order).
     topics: Vec<Topic<'a>>,
-    /// Every rack a member or an assigned partition's replica names, sorted.
-    racks: Vec<&'a str>,
 }
 
 impl<'a> Input<'a> {
@@ -342,7 +353,6 @@ impl<'a> Input<'a> {
         Input {
             members,
             topics: kept,
-            racks,
         }
     }
 
@@ -355,10 +365,31 @@ impl<'a> Input<'a> {
 
     /// Whether topic `topic` has partition `partition`.
     fn has_partition(&self, topic: usize, partition: i32) -> bool {
-        self.topics[topic]
-            .partitions
-            .binary_search_by_key(&partition, |p| p.partition)
-            .is_ok()
+        self.partition_index(topic, partition).is_some()
+    }
+
+    /// The member indexes in the order Java's `HashMap` of the subscriptions iterates
+    /// them, built as the Java leader builds it: member ids put in the order the input
+    /// (the JoinGroup answer) lists them.
+    fn java_map_order(&self) -> Vec<usize> {
+        let mut by_position: Vec<usize> = (0..self.members.len()).collect();
+        by_position.sort_by_key(|&m| self.members[m].position);
+        java_order::HashOrder::of(by_position.into_iter().map(|m| {
+            let hash = java_order::string_hash(&self.members[m].sub.member_id);
+            (m as u64, hash)
+        }))
+        .into_iter()
+        .map(|m| m as usize)
+        .collect()
+    }
+
+    /// The index of partition `partition` in topic `topic`'s partitions.
+    fn partition_index(&self, topic: usize, partition: i32) -> Option<usize> {
+        let parts = &self.topics[topic].partitions;
+        match usize::try_from(partition).ok().and_then(|i| parts.get(i)) {
+            Some(p) if p.partition == partition => usize::try_from(partition).ok(),
+            _ => parts.binary_search_by_key(&partition, |p| p.partition).ok(),
+        }
     }
 
     /// The member indexes in Java's `MemberInfo` order.
