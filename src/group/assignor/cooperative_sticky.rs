@@ -10,12 +10,11 @@
 //! rejoins). So no partition is ever owned by two members because of an assignment.
 //!
 //! A partition stays in the assignment of member `m` when no other member claims it, or
-//! when `m` is its valid previous owner. Java keeps it as well when `m` claims it in an
-//! older generation than another member or in the same generation as another member, and
-//! in its constrained case (equal subscriptions) even hands a partition an older
-//! generation's member still claims to a new member at once; this assignor leaves it out
-//! then, until the other claimant has revoked it. So its assignment is Java's, or Java's
-//! less such partitions.
+//! when `m` is its valid previous owner. In its general case (unequal subscriptions) Java
+//! keeps it as well when `m` claims it in an older generation than another member or in
+//! the same generation as another member; this assignor leaves it out then, until the
+//! other claimant has revoked it. So its assignment is Java's, or Java's less such
+//! partitions.
 //!
 //! Owned partitions of a generation older than the group's highest still count as owned
 //! when no member of a newer generation claims them (Java since Kafka 3.5, KAFKA-14639; the
