@@ -619,6 +619,7 @@ fn with_racks_balance_comes_before_rack_alignment() {
 
 #[test]
 fn the_result_does_not_depend_on_the_order_of_members_topics_or_owned_partitions() {
+    // (Member ids in distinct buckets of Java's HashMap: see the hash-order test below.)
     let mut rng = Rng::new(3);
     let t = topics(&[("a", 5), ("b", 3), ("c", 8)]);
     let members = [
@@ -679,4 +680,93 @@ fn randomized_groups_hand_over_safely_settle_and_equal_subscriptions_move_the_mi
             "case {case}: every partition is owned once settled"
         );
     }
+}
+
+#[test]
+fn cooperative_sticky_gives_each_member_the_partitions_with_a_replica_in_its_rack_when_that_keeps_the_balance(
+) {
+    let t = rack_topics(&[
+        ("a", &[&["r1"], &["r2"], &["r3"], &["r1", "r2"]]),
+        ("b", &[&["r3"], &["r2"], &["r1"], &["r3"], &["r2"]]),
+    ]);
+    let members = [
+        member("m1", &["a", "b"]).rack("r1"),
+        member("m2", &["a", "b"]).rack("r2"),
+        member("m3", &["a", "b"]).rack("r3"),
+    ];
+    let result = assign(&t, &members);
+    assert!(spread(&result) <= 1, "{result:?}");
+    for m in &members {
+        let rack = m.rack.as_deref().unwrap();
+        for p in &result[&m.member_id] {
+            let racks = &t[p.topic()][p.partition() as usize].replica_racks;
+            assert!(
+                racks.iter().any(|r| r == rack),
+                "{p} is off {rack}: {result:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cooperative_sticky_gives_members_without_a_rack_what_members_on_racks_leave() {
+    let t = rack_topics(&[("t", &[&["r1"], &["r1"], &["r2"], &["r2"]])]);
+    let members = [
+        member("m1", &["t"]),
+        member("m2", &["t"]).rack("r2"),
+        member("m3", &["t"]),
+        member("m4", &["t"]).rack("r1"),
+    ];
+    let result = assign(&t, &members);
+    assert_eq!(result["m2"].len(), 1);
+    assert!([tp("t", 2), tp("t", 3)].contains(&result["m2"][0]));
+    assert!([tp("t", 0), tp("t", 1)].contains(&result["m4"][0]));
+    assert!(spread(&result) == 0, "{result:?}");
+}
+
+#[test]
+fn cooperative_sticky_keeps_owned_partitions_off_rack_when_racks_cannot_help() {
+    let owning = |id: &str, rack: &str, parts: &[(&str, i32)]| {
+        member(id, &["t"]).rack(rack).owns(parts).generation(3)
+    };
+    // Every partition on every rack: Java ignores racks, and so does this assignor.
+    let everywhere = rack_topics(&[("t", &[&["r1", "r2"], &["r1", "r2"]])]);
+    let members = [
+        owning("m1", "r2", &[("t", 0)]),
+        owning("m2", "r1", &[("t", 1)]),
+    ];
+    assert_eq!(
+        assign(&everywhere, &members),
+        expect(&[("m1", &[("t", 0)]), ("m2", &[("t", 1)])])
+    );
+    // No replica on a member's rack: the same.
+    let elsewhere = rack_topics(&[("t", &[&["r8"], &["r9"]])]);
+    assert_eq!(
+        assign(&elsewhere, &members),
+        expect(&[("m1", &[("t", 0)]), ("m2", &[("t", 1)])])
+    );
+}
+
+#[test]
+fn of_members_owning_more_than_their_share_the_first_in_javas_hash_map_order_keeps_one_more() {
+    // 7 partitions, 3 members: one member may keep 3. "Aa" and "BB" have the same Java
+    // hash code, so Java's HashMap keeps them in the order the leader received them.
+    let t = topics(&[("t", 7)]);
+    let aa = member("Aa", &["t"])
+        .owns(&[("t", 0), ("t", 1), ("t", 2)])
+        .generation(3);
+    let bb = member("BB", &["t"])
+        .owns(&[("t", 3), ("t", 4), ("t", 5)])
+        .generation(3);
+    let x = member("x", &["t"]);
+    let goal = target(&t, &[aa.clone(), bb.clone(), x.clone()]);
+    assert_eq!(
+        counts(&goal),
+        BTreeMap::from([("Aa", 3), ("BB", 2), ("x", 2)])
+    );
+    let goal = target(&t, &[bb, aa, x]);
+    assert_eq!(
+        counts(&goal),
+        BTreeMap::from([("Aa", 2), ("BB", 3), ("x", 2)])
+    );
 }

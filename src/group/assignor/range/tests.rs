@@ -253,3 +253,136 @@ fn in_rack_aware_mode_a_member_without_a_rack_matches_every_partition() {
         ])
     );
 }
+
+/// Topic `t` of 6 partitions, partition `p` on rack `r{p % 3 + 1}` alone.
+fn six_on_three_racks() -> BTreeMap<String, Vec<PartitionInfo>> {
+    rack_topics(&[("t", &[&["r1"], &["r2"], &["r3"], &["r1"], &["r2"], &["r3"]])])
+}
+
+#[test]
+fn range_gives_each_member_the_partitions_with_a_replica_in_its_rack_when_that_keeps_the_balance() {
+    let members = [
+        member("m1", &["t"]).rack("r3"),
+        member("m2", &["t"]).rack("r1"),
+        member("m3", &["t"]).rack("r2"),
+    ];
+    assert_eq!(
+        assign(&six_on_three_racks(), &members),
+        expect(&[
+            ("m1", &[("t", 2), ("t", 5)]),
+            ("m2", &[("t", 0), ("t", 3)]),
+            ("m3", &[("t", 1), ("t", 4)]),
+        ])
+    );
+}
+
+#[test]
+fn range_ignores_racks_when_no_member_sends_one() {
+    let members = [member("m1", &["t"]), member("m2", &["t"])];
+    assert_eq!(
+        assign(&six_on_three_racks(), &members),
+        expect(&[
+            ("m1", &[("t", 0), ("t", 1), ("t", 2)]),
+            ("m2", &[("t", 3), ("t", 4), ("t", 5)]),
+        ])
+    );
+}
+
+#[test]
+fn range_ignores_racks_when_no_replica_is_on_a_members_rack() {
+    let members = [
+        member("m1", &["t"]).rack("r8"),
+        member("m2", &["t"]).rack("r9"),
+    ];
+    assert_eq!(
+        assign(&six_on_three_racks(), &members),
+        expect(&[
+            ("m1", &[("t", 0), ("t", 1), ("t", 2)]),
+            ("m2", &[("t", 3), ("t", 4), ("t", 5)]),
+        ])
+    );
+}
+
+#[test]
+fn range_ignores_racks_when_the_metadata_names_none_for_the_replicas() {
+    let t = topics(&[("t", 4)]);
+    let members = [
+        member("m1", &["t"]).rack("r2"),
+        member("m2", &["t"]).rack("r1"),
+    ];
+    assert_eq!(
+        assign(&t, &members),
+        expect(&[("m1", &[("t", 0), ("t", 1)]), ("m2", &[("t", 2), ("t", 3)])])
+    );
+}
+
+#[test]
+fn range_hands_out_what_no_member_can_read_on_its_rack_in_plain_ranges_afterwards() {
+    // Partitions 0, 1 and 2 are on r1 only; nobody is on r3, where 3, 4 and 5 are.
+    let t = rack_topics(&[("t", &[&["r1"], &["r1"], &["r1"], &["r3"], &["r3"], &["r3"]])]);
+    let members = [
+        member("m1", &["t"]).rack("r2"),
+        member("m2", &["t"]).rack("r1"),
+    ];
+    // m2 takes its three on r1 first; m1 gets the rest.
+    assert_eq!(
+        assign(&t, &members),
+        expect(&[
+            ("m1", &[("t", 3), ("t", 4), ("t", 5)]),
+            ("m2", &[("t", 0), ("t", 1), ("t", 2)]),
+        ])
+    );
+}
+
+#[test]
+fn range_keeps_partition_p_of_co_partitioned_topics_together_even_when_their_racks_differ() {
+    // Partition p of a and of b are on different racks: no member can read both on its
+    // rack, and co-partitioning wins (as in Java).
+    let t = rack_topics(&[("a", &[&["r1"], &["r2"]]), ("b", &[&["r2"], &["r1"]])]);
+    let members = [
+        member("m1", &["a", "b"]).rack("r1"),
+        member("m2", &["a", "b"]).rack("r2"),
+    ];
+    assert_eq!(
+        assign(&t, &members),
+        expect(&[("m1", &[("a", 0), ("b", 0)]), ("m2", &[("a", 1), ("b", 1)])])
+    );
+    // Each topic alone (different members) is assigned on racks.
+    let members = [
+        member("m1", &["a", "b"]).rack("r1"),
+        member("m2", &["a", "b"]).rack("r2"),
+        member("m3", &["b"]),
+    ];
+    let result = assign(&t, &members);
+    assert_eq!(result["m1"][0], tp("a", 0));
+    assert_eq!(result["m2"][0], tp("a", 1));
+}
+
+#[test]
+fn range_with_racks_still_gives_every_member_its_share_of_each_topic() {
+    let mut rng = Rng::new(11);
+    for _ in 0..200 {
+        let (t, members) = random_case(&mut rng);
+        let with = assign(&t, &members);
+        let plain: Vec<MemberSubscription> = members
+            .iter()
+            .map(|m| MemberSubscription {
+                rack: None,
+                ..m.clone()
+            })
+            .collect();
+        let without = assign(&t, &plain);
+        // Per topic, the same shares (which members get one more may differ).
+        for topic in t.keys() {
+            let shares = |a: &BTreeMap<String, Vec<TopicPartition>>| {
+                let mut v: Vec<usize> = a
+                    .values()
+                    .map(|ps| ps.iter().filter(|p| p.topic() == topic).count())
+                    .collect();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(shares(&with), shares(&without), "{topic}: {with:?}");
+        }
+    }
+}

@@ -154,3 +154,16 @@ fn the_result_does_not_depend_on_the_order_of_members_or_topics() {
         assert_eq!(assign(&t, &shuffled(&mut rng, &members)), result);
     }
 }
+
+#[test]
+fn roundrobin_ignores_racks_as_javas_does() {
+    let t = rack_topics(&[("t", &[&["r1"], &["r2"], &["r1"], &["r2"]])]);
+    let members = [
+        member("m1", &["t"]).rack("r2"),
+        member("m2", &["t"]).rack("r1"),
+    ];
+    assert_eq!(
+        assign(&t, &members),
+        expect(&[("m1", &[("t", 0), ("t", 2)]), ("m2", &[("t", 1), ("t", 3)])])
+    );
+}
