@@ -105,6 +105,14 @@ impl ClassicMember {
         )
     }
 
+    /// Whether this member has a `client.rack` (an empty one counts as none, as in Java).
+    pub(super) fn has_rack(&self) -> bool {
+        self.cfg
+            .client_rack
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+    }
+
     pub(super) fn join_request(&self) -> JoinGroupRequest {
         let topics: Vec<String> = self.topics.iter().cloned().collect();
         let owned = match self.protocol {
@@ -374,16 +382,16 @@ impl ClassicMember {
         let Leading { protocol, members } = leading;
         let mut topics: BTreeMap<String, Vec<PartitionInfo>> = BTreeMap::new();
         let mut snapshot = BTreeMap::new();
+        let racks = self.has_rack();
         for t in &self.group_topics {
-            let count = cluster.partition_count(t);
-            snapshot.insert(t.clone(), count);
+            snapshot.insert(t.clone(), TopicSnapshot::of(cluster, t, racks));
             if let Some(infos) = partition_infos(cluster, t) {
                 topics.insert(t.clone(), infos);
             }
         }
         let unknown: Vec<&String> = snapshot
             .iter()
-            .filter(|(_, n)| n.is_none())
+            .filter(|(_, s)| s.count.is_none())
             .map(|(t, _)| t)
             .collect();
         if !unknown.is_empty() {
@@ -663,6 +671,40 @@ impl ClassicMember {
             State::NeedJoin | State::AwaitCallback { .. } | State::Fatal | State::Unsubscribed
         ) {
             self.transition(State::NeedJoin, reason);
+        }
+    }
+}
+
+/// What the leader's assignment used of one topic's metadata (Java's `MetadataSnapshot`):
+/// a change rebalances the group. Its partition count, and, when the leader has a
+/// `client.rack` (rack-aware assignors may have used them), each partition's replica racks
+/// (`None` for a replica without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TopicSnapshot {
+    pub count: Option<i32>,
+    racks: Vec<Box<[Option<String>]>>,
+}
+
+impl TopicSnapshot {
+    pub(super) fn of(cluster: &Cluster, topic: &str, racks: bool) -> TopicSnapshot {
+        let per_partition = match cluster.replicas(topic) {
+            Some(parts) if racks => parts
+                .into_iter()
+                .map(|(_, replicas)| {
+                    let mut r: Vec<Option<String>> = replicas
+                        .iter()
+                        .map(|&n| cluster.broker(n).and_then(|b| b.rack.clone()))
+                        .collect();
+                    r.sort();
+                    r.dedup();
+                    r.into_boxed_slice()
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        TopicSnapshot {
+            count: cluster.partition_count(topic),
+            racks: per_partition,
         }
     }
 }

@@ -104,6 +104,7 @@ mod heartbeat;
 mod join;
 
 use heartbeat::HeartbeatSent;
+use join::TopicSnapshot;
 
 /// What the member needs from the configuration.
 pub(crate) struct ClassicConfig {
@@ -146,8 +147,8 @@ enum Then {
 struct Sync {
     protocol: String,
     assignments: Vec<SyncGroupRequestAssignment>,
-    /// The leader's view of the partition counts it assigned (leader only).
-    snapshot: Option<BTreeMap<String, Option<i32>>>,
+    /// The leader's view of the topics it assigned (leader only).
+    snapshot: Option<BTreeMap<String, TopicSnapshot>>,
     sent: Option<(RequestId, Route)>,
 }
 
@@ -275,8 +276,8 @@ pub(crate) struct ClassicMember {
     heartbeat_retry: Retry,
     /// The last proof that the coordinator keeps the member's session.
     session_alive: Option<Instant>,
-    /// The leader's: the partition counts its assignment used.
-    assignment_snapshot: Option<BTreeMap<String, Option<i32>>>,
+    /// The leader's: what its assignment used of the metadata, per topic.
+    assignment_snapshot: Option<BTreeMap<String, TopicSnapshot>>,
 }
 
 impl Member for ClassicMember {
@@ -847,9 +848,10 @@ impl ClassicMember {
                 }
             }
             if let Some(snapshot) = &self.assignment_snapshot {
+                let racks = self.has_rack();
                 let changed: Vec<String> = snapshot
                     .iter()
-                    .filter(|(t, n)| cluster.partition_count(t) != **n)
+                    .filter(|(t, s)| TopicSnapshot::of(cluster, t, racks) != **s)
                     .map(|(t, _)| t.clone())
                     .collect();
                 if !changed.is_empty() {

@@ -601,6 +601,33 @@ fn the_leader_rejoins_when_a_subscribed_topic_gains_partitions() {
 }
 
 #[test]
+fn a_leader_with_a_rack_rebalances_when_a_partitions_replicas_move_to_other_racks() {
+    for (rack, rebalances) in [(Some("r1"), true), (None, false)] {
+        let mut r = Rig::new(&[("t", 2)]);
+        for n in 1..=3 {
+            r.broker.racks.insert(n, format!("r{n}"));
+        }
+        r.add(ClassicConfig {
+            client_rack: rack.map(str::to_owned),
+            ..config(range())
+        });
+        r.subscribe(0, &["t"]);
+        r.settle();
+        assert_eq!(r.group.completed.len(), 1);
+        // Partition 1 moves from broker 1 (r1) to brokers 2 and 3.
+        r.broker.part(&tp("t", 1)).replicas = vec![2, 3];
+        // Two metadata refreshes (metadata.max.age.ms) later.
+        r.run_for(secs(700));
+        assert_eq!(
+            r.group.completed.len() == 2,
+            rebalances,
+            "client.rack {rack:?}: {} generations",
+            r.group.completed.len()
+        );
+    }
+}
+
+#[test]
 fn a_changed_subscription_rejoins_and_a_cooperative_member_revokes_only_the_dropped_topic() {
     let mut r = Rig::new(&[("a", 2), ("b", 2)]);
     r.add(config(cooperative()));
