@@ -500,10 +500,17 @@ fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_
         }),
         _ => Reply::Close,
     });
-    let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
+    // Five records a poll: the first poll returns exactly those from the follower.
+    let mut c = Consumer::new(config(&fake.addr(0)).max_poll_records(5)).unwrap();
     c.assign(&[tp(0)]).unwrap();
-    let got = poll_records(&mut c, 8, Duration::from_secs(15));
+    let first = poll_records(&mut c, 5, Duration::from_secs(15));
+    assert_eq!(offsets(&first), (0..5).collect::<Vec<i64>>());
+    let from = |c: &mut Consumer| c.metrics().partitions[0].fetched_from;
+    assert_eq!(from(&mut c), Some(1), "the metrics name the follower");
+    let rest = poll_records(&mut c, 3, Duration::from_secs(15));
+    let got: Vec<_> = first.into_iter().chain(rest).collect();
     assert_eq!(offsets(&got), (0..8).collect::<Vec<i64>>());
+    assert_eq!(from(&mut c), Some(0), "and then the leader");
     let fetches_at = |node: usize, offset: i64| {
         fake.requests_of(FETCH)
             .iter()
