@@ -38,7 +38,8 @@
 //       prints the node id of G's group coordinator (FindCoordinator, retried while the
 //       coordinator is not available, e.g. while __consumer_offsets is being created)
 //   quorum
-//       "leader=N epoch=E high-watermark=H voters=1,2,3 lag=1:0,2:0,3:5"
+//       "leader=N epoch=E high-watermark=H voters=1,2,3 lag=1:0,2:0,3:5" (lag: how far each
+//       voter's log ends behind the high watermark; ? when the leader has not heard from it)
 //
 // Exits 0 on success; prints the error to stderr and exits 1 on failure, 2 on bad usage.
 
@@ -435,7 +436,9 @@ public class ClusterAdmin {
             List<String> lag = new ArrayList<>();
             for (QuorumInfo.ReplicaState v : q.voters()) {
                 voters.add(v.replicaId());
-                lag.add(v.replicaId() + ":" + Math.max(0, q.highWatermark() - v.logEndOffset()));
+                // (A voter that has not answered the leader yet has no known end: "?".)
+                lag.add(v.replicaId() + ":"
+                        + (v.logEndOffset() < 0 ? "?" : String.valueOf(Math.max(0, q.highWatermark() - v.logEndOffset()))));
             }
             Collections.sort(voters);
             Collections.sort(lag);
