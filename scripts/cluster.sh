@@ -70,7 +70,8 @@
 # broker.out (JVM stdout/stderr) and data/. On a failed start the log tails are printed.
 #
 # Memory: three broker JVMs with -Xms256m -Xmx768m each (KAFKA_CLUSTER_HEAP_OPTS):
-# about 1.5 GiB resident in all when idle under the tests, 3 GiB at most.
+# about 1.1 GiB resident for the three after tests/cluster.rs, 3 GiB at most. Idle, the
+# three use about 12 % of one core (heartbeats, the quorum, replica fetchers).
 #
 # Environment:
 #   KAFKA_CLUSTER_PORT       port base (default 19300; nodes use BASE+1..3, BASE+11..13)
