@@ -288,6 +288,11 @@ impl IoLoop {
 
     /// A link could not be opened: the components that use it decide what that means.
     fn link_failed(&mut self, route: Route, why: &str, now: Instant) {
+        // A broker that cannot be reached may be gone for good: newer metadata says who
+        // leads its partitions now (a refresh, spaced by the cluster, not a loop).
+        if let Peer::Node(_) = route.peer {
+            self.cluster.request_update();
+        }
         self.fetcher.link_failed(route);
         if let Some(g) = &mut self.group {
             g.link_failed(route, why, now);
