@@ -350,7 +350,17 @@ launch() {
   local n="$1" dir pid
   dir="$(node_dir "$n")"
   [[ -f "$dir/data/meta.properties" ]] || die "node $n has no formatted storage in $dir/data (scripts/cluster.sh start formats it)"
+  # A node killed a moment ago may still be releasing its sockets on a busy machine:
+  # give it up to 15 s before calling the ports taken.
+  local waited=0
+  while (tcp_open "$(port "$n")" || tcp_open "$(cport "$n")") && (( waited < 150 )); do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
   if tcp_open "$(port "$n")" || tcp_open "$(cport "$n")"; then
+    log "sockets on those ports now:"
+    ss -tanp 2>/dev/null | grep -E ":($(port "$n")|$(cport "$n"))\b" >&2 || true
+    ps -eo pid,stat,etime,args 2>/dev/null | grep "[n]ode$n/server.properties" >&2 || true
     die "port $(port "$n") or $(cport "$n") of node $n is already in use by another process (set KAFKA_CLUSTER_PORT)"
   fi
   # Where this run's part of the log starts: readiness looks only at what comes after.
