@@ -289,6 +289,7 @@ impl Lookups {
             return;
         }
         if let Some(problem) = retry {
+            log::debug!("lookup {id}: {problem} from {route}; retrying after a backoff");
             self.backoff(id, now, problem);
             return;
         }
