@@ -573,7 +573,7 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
     let (armed2, sent2) = (Arc::clone(&armed), Arc::clone(&sent));
     let fake = FakeCluster::start(2, move |r| {
         let broker0 = broker(0, r.ports[1]);
-        let normal = || metadata(r, &[broker0], &[part("t", 0, 0)]);
+        let normal = || metadata(r, &[broker0], &[part("t", 0, 0), part("u", 0, 0)]);
         match (r.node, r.key) {
             (0, METADATA) => Reply::SendAndClose(normal()),
             (1, METADATA) => {
@@ -608,10 +608,14 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
             .collect::<Vec<_>>()
     };
     let before = bootstrap_metadata().len();
-    // The refresh for partitions_for goes to the least-loaded ready link, brokers before
-    // bootstrap servers: broker 0, whose control link answered the position lookup.
+    // partitions_for on a topic the cache does not know yet (t it answers from the cache)
+    // sends a refresh at once, to the least-loaded ready link, brokers before bootstrap
+    // servers: broker 0, whose control link answered the position lookup.
     armed.store(true, Ordering::SeqCst);
-    assert_eq!(c.partitions_for("t").expect("partitions_for"), vec![tp(0)]);
+    assert_eq!(
+        c.partitions_for("u").expect("partitions_for"),
+        vec![TopicPartition::new("u", 0)]
+    );
     assert!(
         sent.load(Ordering::SeqCst),
         "broker 0 answered REBOOTSTRAP_REQUIRED"

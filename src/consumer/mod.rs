@@ -1171,10 +1171,18 @@ impl Consumer {
         }
     }
 
-    /// The partitions of `topic`, from the cluster's metadata. Blocks up to
-    /// `default.api.timeout.ms`; a topic that does not exist is an error of kind
+    /// The partitions of `topic`, from the cluster's metadata. A topic the consumer's
+    /// metadata cache describes (assigned, subscribed, or asked about within the last
+    /// `metadata.max.age.ms`) is answered from the cache at once, as in the Java client;
+    /// otherwise this sends a Metadata request and blocks up to `default.api.timeout.ms`
+    /// for its answer. A topic that does not exist is an error of kind
     /// [`ErrorKind::UnknownTopicOrPartition`].
     pub fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>> {
+        self.check_open()?;
+        self.take_wakeup()?;
+        if let Some(parts) = self.io.topics.partitions(topic, Instant::now()) {
+            return Ok(parts);
+        }
         let topic = topic.to_owned();
         self.ask("the metadata request", |id, deadline, reply| {
             Command::Partitions {
