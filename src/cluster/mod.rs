@@ -110,7 +110,7 @@ struct TopicMeta {
 }
 
 impl TopicMeta {
-    /// Whether `other` says the same about the topic (when it was said aside).
+    /// Whether `other` says the same about the topic, whenever it was said.
     fn same_as(&self, other: &TopicMeta) -> bool {
         self.id == other.id && self.state == other.state && self.internal == other.internal
     }

@@ -1171,17 +1171,21 @@ impl Consumer {
         }
     }
 
-    /// The partitions of `topic`, from the cluster's metadata. A topic the consumer's
-    /// metadata cache describes (assigned, subscribed, or asked about within the last
-    /// `metadata.max.age.ms`) is answered from the cache at once, as in the Java client;
-    /// otherwise this sends a Metadata request and blocks up to `default.api.timeout.ms`
-    /// for its answer. A topic that does not exist is an error of kind
-    /// [`ErrorKind::UnknownTopicOrPartition`].
+    /// The partitions of `topic`, from the cluster's metadata. A topic whose metadata the
+    /// consumer fetched within the last `metadata.max.age.ms` (one it is assigned or
+    /// subscribed to, or one an earlier call asked about) is answered from its metadata
+    /// cache at once, as in the Java client; otherwise this sends a Metadata request and
+    /// blocks up to `default.api.timeout.ms` for its answer. A topic that does not exist is
+    /// an error of kind [`ErrorKind::UnknownTopicOrPartition`] (asked afresh on each call).
     pub fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>> {
         self.check_open()?;
         self.take_wakeup()?;
-        if let Some(parts) = self.io.topics.partitions(topic, Instant::now()) {
-            return Ok(parts);
+        // A thread that stopped is reported by the round trip below, never hidden by the
+        // cache.
+        if self.io.is_running() {
+            if let Some(parts) = self.io.topics.partitions(topic, Instant::now()) {
+                return Ok(parts);
+            }
         }
         let topic = topic.to_owned();
         self.ask("the metadata request", |id, deadline, reply| {

@@ -213,6 +213,14 @@ impl IoHandle {
             .map_err(|e| Error::io(e, "waking the I/O thread"))
     }
 
+    /// Whether the thread is still running (it has not ended, for whatever reason).
+    pub fn is_running(&self) -> bool {
+        matches!(
+            self.done.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Empty)
+        )
+    }
+
     /// Stops the thread and waits up to `timeout` for it to end (it is left to finish on
     /// its own after that). Returns an error if it did not end in time.
     pub fn shutdown(&mut self, timeout: Duration) -> Result<()> {
