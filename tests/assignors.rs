@@ -9,14 +9,21 @@
 //! GroupSubscription)`, replica racks carried by the cluster's nodes) come back on stdout.
 //! No broker is needed. Without java, javac or the jars the tests fail.
 //!
+//! The cases cover plain groups and rack-aware ones (KIP-881): several racks, members with
+//! and without racks, partitions with replicas on some racks or none, racks that do not
+//! meet, uneven subscriptions, static members, previous ownership with generations (also
+//! as an older peer sends it, in the user data), and member ids that share a bucket of
+//! Java's `HashMap`.
+//!
 //! What is asserted: `range` and `roundrobin` give exactly Java's assignment;
-//! `cooperative-sticky` is as balanced as Java's (the same multiset of per-member partition
-//! counts in the target assignment, before the cooperative adjustment) and takes no more
-//! partitions from their valid previous owners than Java's does.
+//! `cooperative-sticky` computes exactly Java's target assignment (before the cooperative
+//! adjustment) wherever Java's answer is valid, and its assignment is Java's less the
+//! partitions it withholds because another member still claims them (see
+//! `src/group/assignor/cooperative_sticky.rs`).
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -137,6 +144,9 @@ fn random_case(rng: &mut Rng, name: String) -> Case {
             1 => generation - 1,
             _ => generation,
         };
+        if rng.chance(10) {
+            as_older_peer(&mut sub);
+        }
         members.push(sub);
     }
     for (t, infos) in &topics {
@@ -148,6 +158,116 @@ fn random_case(rng: &mut Rng, name: String) -> Case {
                     let other = rng.below(members.len());
                     if other != owner {
                         members[other].owned_partitions.push(tp(t, p.partition));
+                    }
+                }
+            }
+        }
+    }
+    Case {
+        name,
+        topics,
+        members,
+    }
+}
+
+/// The member as a peer older than subscription v2 describes itself: no generation in
+/// the subscription, its generation in cooperative-sticky's user data.
+fn as_older_peer(m: &mut MemberSubscription) {
+    if m.generation >= 0 {
+        m.user_data = Some(m.generation.to_be_bytes().to_vec());
+        m.generation = -1;
+    }
+}
+
+/// A random rack-aware group: two to four racks, partitions with replicas on one to three
+/// of them (now and then none), members mostly on a rack (now and then one no replica is
+/// on), subscriptions often unequal, usually a previous assignment to keep; now and then
+/// every partition on every rack (where Java ignores racks). `large` makes it up to 40
+/// members and a few hundred partitions.
+fn random_rack_case(rng: &mut Rng, name: String, large: bool) -> Case {
+    const TOPICS: [&str; 5] = ["orders", "Orders", "a.b", "payments", "t9"];
+    const RACKS: [&str; 5] = ["az-1a", "az-1b", "az-1c", "AZ-1d", "az-9z"];
+    let n_racks = 2 + rng.below(3);
+    let everywhere = rng.chance(10);
+    let mut names: Vec<&str> = TOPICS.to_vec();
+    for i in (1..names.len()).rev() {
+        let j = rng.below(i + 1);
+        names.swap(i, j);
+    }
+    names.truncate(1 + rng.below(4));
+    let mut topics = Topics::new();
+    for t in &names {
+        let count = if large {
+            rng.below(150) as i32
+        } else {
+            1 + rng.below(16) as i32
+        };
+        let without_racks = rng.chance(8);
+        let infos = partitions(count, |_| {
+            if without_racks || rng.chance(5) {
+                return Vec::new();
+            }
+            if everywhere {
+                return RACKS[..n_racks].iter().map(|r| (*r).to_owned()).collect();
+            }
+            let mut racks: Vec<String> = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let r = RACKS[rng.below(n_racks)].to_owned();
+                if !racks.contains(&r) {
+                    racks.push(r);
+                }
+            }
+            racks
+        });
+        topics.insert((*t).to_owned(), infos);
+    }
+    let n_members = 1 + rng.below(if large { 40 } else { 10 });
+    let all_equal = rng.chance(50);
+    let generation = 2 + rng.below(5) as i32;
+    let mut members: Vec<MemberSubscription> = Vec::new();
+    for m in 0..n_members {
+        let mut subscribed: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|_| all_equal || rng.chance(60))
+            .collect();
+        if subscribed.is_empty() {
+            subscribed.push(names[rng.below(names.len())]);
+        }
+        let id = format!("consumer-{}-{:04x}", m + 1, rng.below(0x10000));
+        let mut sub = member(&id, &subscribed);
+        if rng.chance(20) {
+            sub.group_instance_id = Some(format!("instance-{}", rng.below(1000) * 100 + m));
+        }
+        if rng.chance(80) {
+            let r = if rng.chance(5) {
+                RACKS.len() - 1
+            } else {
+                rng.below(n_racks)
+            };
+            sub.rack = Some(RACKS[r].to_owned());
+        }
+        sub.generation = match rng.below(6) {
+            0 => -1,
+            1 => generation - 1,
+            _ => generation,
+        };
+        if rng.chance(8) {
+            as_older_peer(&mut sub);
+        }
+        members.push(sub);
+    }
+    if rng.chance(75) {
+        for (t, infos) in &topics {
+            for p in infos {
+                if rng.chance(80) {
+                    let owner = rng.below(members.len());
+                    members[owner].owned_partitions.push(tp(t, p.partition));
+                    if rng.chance(4) {
+                        let other = rng.below(members.len());
+                        if other != owner {
+                            members[other].owned_partitions.push(tp(t, p.partition));
+                        }
                     }
                 }
             }
@@ -203,6 +323,173 @@ fn with_rack(mut m: MemberSubscription, rack: &str) -> MemberSubscription {
 fn with_instance(mut m: MemberSubscription, id: &str) -> MemberSubscription {
     m.group_instance_id = Some(id.to_owned());
     m
+}
+
+fn older_peer(mut m: MemberSubscription) -> MemberSubscription {
+    as_older_peer(&mut m);
+    m
+}
+
+/// Topics whose partitions have replicas on the racks `racks[p]` gives (by partition).
+fn racked_by(spec: &[(&str, i32)], racks: impl Fn(&str, i32) -> Vec<&'static str>) -> Topics {
+    spec.iter()
+        .map(|&(t, n)| {
+            let infos = partitions(n, |p| racks(t, p).into_iter().map(str::to_owned).collect());
+            ((*t).to_owned(), infos)
+        })
+        .collect()
+}
+
+/// Rack-aware cases written out: where racks are used, where Java falls back to the plain
+/// algorithm, and the orders Java's HashMap imposes.
+fn rack_cases() -> Vec<Case> {
+    let ab = ["a", "b"];
+    let three = |_: &str, p: i32| vec![["r1", "r2", "r3"][p as usize % 3]];
+    vec![
+        case(
+            "racks-some-members-without-racks",
+            racked_by(&[("a", 7), ("b", 5)], three),
+            vec![
+                with_rack(member("m1", &ab), "r1"),
+                member("m2", &ab),
+                with_rack(member("m3", &ab), "r2"),
+                with_rack(member("m4", &["a"]), "r3"),
+                member("m5", &["b"]),
+            ],
+        ),
+        case(
+            "racks-partitions-without-racks",
+            racked_by(&[("a", 6)], |_, _| vec![]),
+            vec![
+                with_rack(member("m1", &["a"]), "r2"),
+                with_rack(member("m2", &["a"]), "r1"),
+            ],
+        ),
+        case(
+            "racks-that-do-not-meet",
+            racked_by(&[("a", 6)], three),
+            vec![
+                with_rack(member("m1", &["a"]), "r8"),
+                with_rack(member("m2", &["a"]), "r9"),
+            ],
+        ),
+        case(
+            "racks-some-partitions-without-racks",
+            racked_by(
+                &[("a", 8)],
+                |_, p| if p % 2 == 0 { vec!["r1"] } else { vec![] },
+            ),
+            vec![
+                with_rack(member("m1", &["a"]), "r2"),
+                with_rack(member("m2", &["a"]), "r1"),
+                member("m3", &["a"]),
+            ],
+        ),
+        case(
+            "racks-one-rack-holds-most",
+            racked_by(&[("a", 9), ("b", 9)], |_, p| {
+                if p < 7 {
+                    vec!["r1"]
+                } else {
+                    vec!["r2", "r3"]
+                }
+            }),
+            vec![
+                with_rack(member("m1", &ab), "r1"),
+                with_rack(member("m2", &ab), "r2"),
+                with_rack(member("m3", &ab), "r3"),
+            ],
+        ),
+        case(
+            "racks-sticky-owned-off-rack",
+            racked_by(&[("a", 6)], three),
+            vec![
+                with_rack(owning(member("m1", &["a"]), &[("a", 0), ("a", 1)], 4), "r2"),
+                with_rack(owning(member("m2", &["a"]), &[("a", 2), ("a", 3)], 4), "r3"),
+                with_rack(owning(member("m3", &["a"]), &[("a", 4), ("a", 5)], 4), "r1"),
+            ],
+        ),
+        case(
+            "racks-sticky-new-member-on-a-rack",
+            racked_by(&[("a", 6), ("b", 6)], three),
+            vec![
+                with_rack(
+                    owning(
+                        member("m1", &ab),
+                        &[("a", 0), ("a", 3), ("b", 0), ("b", 3), ("a", 1), ("b", 1)],
+                        4,
+                    ),
+                    "r1",
+                ),
+                with_rack(
+                    owning(
+                        member("m2", &ab),
+                        &[("a", 2), ("a", 5), ("b", 2), ("b", 5), ("a", 4), ("b", 4)],
+                        4,
+                    ),
+                    "r3",
+                ),
+                with_rack(member("m3", &ab), "r2"),
+            ],
+        ),
+        // "Aa" and "BB" share a hash code, so Java's HashMap keeps them in input order;
+        // both own 3 of 7 partitions, and only one of them may keep 3.
+        case(
+            "hash-bucket-aa-first",
+            plain(&[("t", 7)]),
+            vec![
+                owning(member("Aa", &["t"]), &[("t", 0), ("t", 1), ("t", 2)], 3),
+                owning(member("BB", &["t"]), &[("t", 3), ("t", 4), ("t", 5)], 3),
+                member("x", &["t"]),
+            ],
+        ),
+        case(
+            "hash-bucket-bb-first",
+            plain(&[("t", 7)]),
+            vec![
+                owning(member("BB", &["t"]), &[("t", 3), ("t", 4), ("t", 5)], 3),
+                owning(member("Aa", &["t"]), &[("t", 0), ("t", 1), ("t", 2)], 3),
+                member("x", &["t"]),
+            ],
+        ),
+        // Java weighs a later claim against the earlier claimant's subscription
+        // generation, which an older peer lacks.
+        case(
+            "older-peer-claims-first",
+            plain(&[("t", 2)]),
+            vec![
+                older_peer(owning(member("m1", &["t"]), &[("t", 0)], 5)),
+                owning(member("m2", &["t"]), &[("t", 0)], 3),
+            ],
+        ),
+        case(
+            "older-peer-claims-second",
+            plain(&[("t", 2)]),
+            vec![
+                older_peer(owning(member("m2", &["t"]), &[("t", 0)], 5)),
+                owning(member("m1", &["t"]), &[("t", 0)], 3),
+            ],
+        ),
+        // Two claims of one generation, then a newer one: who owns depends on the order.
+        case(
+            "three-claims",
+            plain(&[("t", 3), ("u", 1)]),
+            vec![
+                owning(member("m1", &["t", "u"]), &[("t", 0)], 5),
+                owning(member("m2", &["t", "u"]), &[("t", 0)], 5),
+                owning(member("m3", &["t", "u"]), &[("t", 0), ("t", 1)], 6),
+            ],
+        ),
+        case(
+            "three-claims-general",
+            plain(&[("t", 3), ("u", 1)]),
+            vec![
+                owning(member("m1", &["t", "u"]), &[("t", 0)], 5),
+                owning(member("m2", &["t"]), &[("t", 0)], 5),
+                owning(member("m3", &["t", "u"]), &[("t", 0), ("t", 1)], 6),
+            ],
+        ),
+    ]
 }
 
 fn edge_cases() -> Vec<Case> {
@@ -343,8 +630,15 @@ fn edge_cases() -> Vec<Case> {
 fn cases() -> Vec<Case> {
     let mut rng = Rng(0xa551_9e05);
     let mut all = edge_cases();
+    all.extend(rack_cases());
     for i in 0..400 {
         all.push(random_case(&mut rng, format!("random-{i}")));
+    }
+    for i in 0..300 {
+        all.push(random_rack_case(&mut rng, format!("racks-{i}"), false));
+    }
+    for i in 0..30 {
+        all.push(random_rack_case(&mut rng, format!("racks-large-{i}"), true));
     }
     all
 }
@@ -376,12 +670,17 @@ fn encode(cases: &[Case]) -> String {
                 .iter()
                 .map(|p| format!("{}:{}", p.topic(), p.partition()))
                 .collect();
+            let generation = match m.user_data.as_deref() {
+                Some(&[a, b, c, d]) if m.generation < 0 => {
+                    format!("u{}", i32::from_be_bytes([a, b, c, d]))
+                }
+                _ => m.generation.to_string(),
+            };
             s += &format!(
-                "MEMBER {} {} {} {} {} {}\n",
+                "MEMBER {} {} {} {generation} {} {}\n",
                 m.member_id,
                 m.group_instance_id.as_deref().unwrap_or("-"),
                 m.rack.as_deref().unwrap_or("-"),
-                m.generation,
                 list(&m.topics),
                 list(&owned)
             );
@@ -509,49 +808,46 @@ fn roundrobin_gives_exactly_the_assignment_of_kafka_clients_round_robin_assignor
     assert_same_as_java(&RoundRobin);
 }
 
-fn sorted_counts(a: &Assignment) -> Vec<usize> {
-    let mut v: Vec<usize> = a.values().map(Vec::len).collect();
-    v.sort_unstable();
-    v
-}
-
-/// How many partitions leave their valid previous owner (the only claimant of the highest
-/// claiming generation; claims of partitions that do not exist or that nobody subscribes
-/// to do not count): owned before, not in its assignment now.
-fn moved_from_owners(c: &Case, result: &Assignment) -> usize {
-    let subscribed: BTreeSet<&str> = c
+/// The case with every rack left out (members' and replicas').
+fn without_racks(c: &Case) -> (Topics, Vec<MemberSubscription>) {
+    let topics = c
+        .topics
+        .iter()
+        .map(|(t, infos)| (t.clone(), partitions(infos.len() as i32, |_| Vec::new())))
+        .collect();
+    let members = c
         .members
         .iter()
-        .flat_map(|m| m.topics.iter().map(String::as_str))
+        .map(|m| MemberSubscription {
+            rack: None,
+            ..m.clone()
+        })
         .collect();
-    let mut claims: BTreeMap<&TopicPartition, Vec<(i32, &str)>> = BTreeMap::new();
-    for m in &c.members {
-        let owned: BTreeSet<&TopicPartition> = m.owned_partitions.iter().collect();
-        for p in owned {
-            let exists = c
-                .topics
-                .get(p.topic())
-                .is_some_and(|ps| ps.iter().any(|i| i.partition == p.partition()));
-            if exists && subscribed.contains(p.topic()) {
-                claims
-                    .entry(p)
-                    .or_default()
-                    .push((m.generation, &m.member_id));
-            }
-        }
-    }
-    claims
-        .into_iter()
-        .filter(|(p, claimants)| {
-            let top = claimants.iter().map(|(g, _)| *g).max().unwrap();
-            let winners: Vec<&str> = claimants
-                .iter()
-                .filter(|(g, _)| *g == top)
-                .map(|(_, m)| *m)
-                .collect();
-            winners.len() == 1 && !result[winners[0]].contains(p)
+    (topics, members)
+}
+
+/// In how many cases racks change what `assign` gives: the rack-aware paths the
+/// comparison with Java covers.
+fn rack_aware_cases(assign: impl Fn(&Topics, &[MemberSubscription]) -> Assignment) -> usize {
+    let (cases, _) = java_results();
+    cases
+        .iter()
+        .filter(|c| {
+            let (topics, members) = without_racks(c);
+            assign(&c.topics, &c.members) != assign(&topics, &members)
         })
         .count()
+}
+
+#[test]
+fn the_comparison_covers_many_groups_where_racks_change_the_assignment() {
+    let range = rack_aware_cases(|t, m| Range.assign(t, m));
+    let sticky = rack_aware_cases(|t, m| CooperativeSticky.target_assignment(t, m));
+    eprintln!("racks change range's assignment in {range} cases, cooperative-sticky's in {sticky}");
+    assert!(
+        range >= 100 && sticky >= 100,
+        "range {range}, sticky {sticky}"
+    );
 }
 
 /// Whether every member got only partitions of topics it subscribes to.
@@ -565,7 +861,8 @@ fn subscribed_only(c: &Case, a: &Assignment) -> bool {
 }
 
 #[test]
-fn cooperative_sticky_is_as_balanced_as_kafka_clients_and_moves_no_more_owned_partitions() {
+fn cooperative_sticky_gives_the_target_assignment_of_kafka_clients_and_withholds_only_what_another_member_claims(
+) {
     let (cases, results) = java_results();
     // Cases where kafka-clients gives a member a partition of a topic it does not
     // subscribe to: in its general algorithm (members subscribe to different topics), a
@@ -575,6 +872,7 @@ fn cooperative_sticky_is_as_balanced_as_kafka_clients_and_moves_no_more_owned_pa
     let mut java_invalid = Vec::new();
     let mut java_threw = Vec::new();
     let mut compared = 0;
+    let mut withheld = 0;
     let mut failures = Vec::new();
     for c in cases {
         let ours = CooperativeSticky.assign(&c.topics, &c.members);
@@ -599,20 +897,40 @@ fn cooperative_sticky_is_as_balanced_as_kafka_clients_and_moves_no_more_owned_pa
             continue;
         }
         compared += 1;
-        if sorted_counts(&our_target) != sorted_counts(java_target) {
+        if &our_target != java_target {
             failures.push(format!(
-                "case {}: the target assignment is not balanced as Java's\nours {our_target:?}\njava {java_target:?}\n{}",
+                "case {}: the target assignment differs from Java's\nours {our_target:?}\njava {java_target:?}\n{}",
                 c.name,
                 describe(c)
             ));
+            continue;
         }
-        let (our_moves, java_moves) = (moved_from_owners(c, &ours), moved_from_owners(c, java));
-        if our_moves > java_moves {
-            failures.push(format!(
-                "case {}: {our_moves} partitions leave their owners, Java moves {java_moves}\nours {ours:?}\njava {java:?}\n{}",
-                c.name,
-                describe(c)
-            ));
+        for (m, java_parts) in java {
+            let our_parts = &ours[m];
+            let extra: Vec<&TopicPartition> = our_parts
+                .iter()
+                .filter(|p| !java_parts.contains(p))
+                .collect();
+            let left_out: Vec<&TopicPartition> = java_parts
+                .iter()
+                .filter(|p| !our_parts.contains(p))
+                .collect();
+            let unclaimed: Vec<&&TopicPartition> = left_out
+                .iter()
+                .filter(|p| {
+                    !c.members
+                        .iter()
+                        .any(|o| &o.member_id != m && o.owned_partitions.contains(p))
+                })
+                .collect();
+            withheld += left_out.len();
+            if !extra.is_empty() || !unclaimed.is_empty() {
+                failures.push(format!(
+                    "case {}: {m} gets {extra:?} that Java leaves out, and not {unclaimed:?} that nobody else claims\nours {ours:?}\njava {java:?}\n{}",
+                    c.name,
+                    describe(c)
+                ));
+            }
         }
     }
     assert!(
@@ -622,8 +940,9 @@ fn cooperative_sticky_is_as_balanced_as_kafka_clients_and_moves_no_more_owned_pa
         failures[..failures.len().min(3)].join("\n\n")
     );
     eprintln!(
-        "cooperative-sticky: {compared} cases compared; Java gave partitions to members not \
-         subscribed to their topics in {}: {java_invalid:?}; Java threw in {}: {java_threw:#?}",
+        "cooperative-sticky: {compared} cases compared, {withheld} partitions withheld in all \
+         while another member claims them; Java gave partitions to members not subscribed \
+         to their topics in {}: {java_invalid:?}; Java threw in {}: {java_threw:#?}",
         java_invalid.len(),
         java_threw.len()
     );

@@ -20,7 +20,8 @@
 //       without a rack
 //   MEMBER <member id> <group instance id> <rack> <generation> <topics> <owned>
 //       topics: comma-separated; owned: comma-separated topic:partition; generation -1 =
-//       unknown
+//       unknown, u<n> = none in the subscription, <n> in the user data (as a peer older
+//       than subscription v2 sends it, CooperativeStickyAssignor's int32)
 //   END
 // Output (UTF-8), per case:
 //   @CASE <name>
@@ -33,6 +34,7 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -67,8 +69,16 @@ public class AssignorCheck {
 
         @Override
         protected MemberData memberData(Subscription subscription) {
-            // CooperativeStickyAssignor.memberData for subscriptions without user data.
-            return new MemberData(subscription.ownedPartitions(), subscription.generationId());
+            // CooperativeStickyAssignor.memberData: the subscription's generation, else the
+            // int32 of the user data.
+            if (subscription.generationId().isPresent() || subscription.userData() == null)
+                return new MemberData(subscription.ownedPartitions(), subscription.generationId());
+            // From the start: CooperativeStickyAssignor, run before on the same
+            // subscriptions, moved the buffer's position.
+            ByteBuffer data = subscription.userData().duplicate();
+            data.rewind();
+            Optional<Integer> generation = data.remaining() >= 4 ? Optional.of(data.getInt()) : Optional.of(-1);
+            return new MemberData(subscription.ownedPartitions(), generation, subscription.rackId());
         }
     }
 
@@ -112,11 +122,18 @@ public class AssignorCheck {
             int colon = tp.lastIndexOf(':');
             owned.add(new TopicPartition(tp.substring(0, colon), Integer.parseInt(tp.substring(colon + 1))));
         }
+        boolean inUserData = f[4].startsWith("u");
+        int generation = Integer.parseInt(inUserData ? f[4].substring(1) : f[4]);
+        ByteBuffer userData = null;
+        if (inUserData) {
+            userData = ByteBuffer.allocate(4).putInt(generation);
+            userData.flip();
+        }
         Subscription s = new Subscription(
             new ArrayList<>(list(f[5])),
-            null,
+            userData,
             owned,
-            Integer.parseInt(f[4]),
+            inUserData ? -1 : generation,
             f[3].equals("-") ? Optional.empty() : Optional.of(f[3]));
         s.setGroupInstanceId(f[2].equals("-") ? Optional.empty() : Optional.of(f[2]));
         c.members.put(f[1], s);

@@ -1,5 +1,6 @@
-//! The cluster as the consumer knows it: brokers and their addresses, topics, topic ids,
-//! partition leaders and leader epochs, and the policy that keeps this metadata fresh.
+//! The cluster as the consumer knows it: brokers with their addresses and racks, topics,
+//! topic ids, partition leaders, leader epochs and replicas, and the policy that keeps this
+//! metadata fresh.
 //! Sans-IO: time is a parameter, requests go out as [`Transmit`]s.
 //!
 //! ```text
@@ -86,10 +87,13 @@ pub(crate) struct Broker {
     pub rack: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct PartitionInfo {
     leader: Option<NodeId>,
     leader_epoch: LeaderEpoch,
+    /// Its replicas as the answer listed them (offline ones and ones outside the ISR too,
+    /// as Java's `PartitionInfo.replicas`): the rack-aware assignors read their racks.
+    replicas: Box<[NodeId]>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -272,6 +276,21 @@ impl Cluster {
     /// The name of a topic id, if known.
     pub fn topic_name(&self, id: &Uuid) -> Option<&Arc<str>> {
         self.names.get(id)
+    }
+
+    /// The partitions of `topic` with their replicas, sorted by partition, if the metadata
+    /// describes it. A replica's rack is its [`Broker::rack`] (none when the broker is not
+    /// listed).
+    pub fn replicas(&self, topic: &str) -> Option<Vec<(i32, &[NodeId])>> {
+        match &self.topics.get(topic)?.state {
+            TopicState::Known(parts) => {
+                let mut v: Vec<(i32, &[NodeId])> =
+                    parts.iter().map(|(p, i)| (*p, &*i.replicas)).collect();
+                v.sort_unstable_by_key(|(p, _)| *p);
+                Some(v)
+            }
+            TopicState::Failed(_) => None,
+        }
     }
 
     /// The number of partitions of `topic`, if the metadata describes it.
@@ -710,6 +729,7 @@ impl Cluster {
                         PartitionInfo {
                             leader,
                             leader_epoch: LeaderEpoch(p.leader_epoch),
+                            replicas: p.replica_nodes.into_iter().map(NodeId).collect(),
                         },
                     );
                 }

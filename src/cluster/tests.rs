@@ -657,6 +657,39 @@ fn a_leader_missing_from_the_broker_list_is_unknown_and_asks_for_a_refresh() {
 }
 
 #[test]
+fn the_cache_keeps_each_partitions_replicas_and_each_brokers_rack_for_the_rack_aware_assignors() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.broker.racks.insert(1, "rack-a".into());
+    r.broker.part(&tp("t", 0)).replicas = vec![1, 2];
+    // Broker 9 is not listed: a replica the answer names without an address.
+    r.broker.part(&tp("t", 1)).replicas = vec![2, 9];
+    r.refresh();
+    let replicas = r.cluster.replicas("t").expect("t is known");
+    assert_eq!(
+        replicas,
+        vec![
+            (0, &[NodeId(1), NodeId(2)][..]),
+            (1, &[NodeId(2), NodeId(9)][..])
+        ]
+    );
+    let rack = |r: &Rig, n: i32| r.cluster.broker(NodeId(n)).and_then(|b| b.rack.clone());
+    assert_eq!(
+        (rack(&r, 1), rack(&r, 2), rack(&r, 9)),
+        (Some("rack-a".to_owned()), None, None)
+    );
+    assert_eq!(r.cluster.replicas("unknown"), None);
+    // A refresh replaces what the cache knew.
+    r.advance(Duration::from_secs(1));
+    r.cluster.request_update();
+    r.broker.part(&tp("t", 0)).replicas = vec![2];
+    r.broker.racks.insert(2, "rack-b".into());
+    r.refresh();
+    assert_eq!(r.cluster.replicas("t").unwrap()[0], (0, &[NodeId(2)][..]));
+    assert_eq!(rack(&r, 2), Some("rack-b".to_owned()));
+}
+
+#[test]
 fn a_partition_leaderless_during_an_election_is_unknown() {
     let mut r = Rig::new();
     r.assign(&["t"]);

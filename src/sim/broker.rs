@@ -215,7 +215,7 @@ pub(crate) fn encode_fetch(v: i16, a: &FetchAnswer) -> Vec<u8> {
 // ----- the simulated brokers --------------------------------------------------------------
 
 /// One partition of the simulated cluster: its leader and the offsets its log holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SimPart {
     pub leader: i32,
     pub epoch: i32,
@@ -229,6 +229,8 @@ pub(crate) struct SimPart {
     /// epoch the log holds and the offset where it ends (`(-1, -1)`: none). `None`: every
     /// epoch asked for ends at the log end (nothing was truncated).
     pub epoch_end: Option<(i32, i64)>,
+    /// Its replicas as Metadata lists them; empty: the leader alone.
+    pub replicas: Vec<i32>,
 }
 
 /// One topic of the simulated cluster.
@@ -252,6 +254,8 @@ struct SimSession {
 #[derive(Debug, Clone)]
 pub(crate) struct SimBroker {
     pub brokers: BTreeSet<i32>,
+    /// The brokers' racks (`broker.rack`), by node; unlisted brokers have none.
+    pub racks: BTreeMap<i32, String>,
     pub topics: BTreeMap<String, SimTopic>,
     pub group: String,
     pub coordinator: i32,
@@ -271,6 +275,7 @@ impl SimBroker {
     pub fn new(nodes: &[i32]) -> SimBroker {
         SimBroker {
             brokers: nodes.iter().copied().collect(),
+            racks: BTreeMap::new(),
             topics: BTreeMap::new(),
             group: "g".to_owned(),
             coordinator: nodes[0],
@@ -301,6 +306,7 @@ impl SimBroker {
                         follower: -1,
                         redirect: false,
                         epoch_end: None,
+                        replicas: Vec::new(),
                     },
                 )
             })
@@ -328,7 +334,7 @@ impl SimBroker {
             .get(tp.topic())?
             .parts
             .get(&tp.partition())
-            .copied()
+            .cloned()
     }
 
     fn topic_id(&self, topic: &str) -> Uuid {
@@ -439,7 +445,7 @@ impl SimBroker {
                 node_id: *n,
                 host: format!("broker-{n}"),
                 port: 9000 + *n,
-                rack: None,
+                rack: self.racks.get(n).cloned(),
             })
             .collect();
         let names: Vec<String> = match &req.topics {
@@ -467,7 +473,11 @@ impl SimBroker {
                             partition_index: *i,
                             leader_id: p.leader,
                             leader_epoch: p.epoch,
-                            replica_nodes: vec![p.leader],
+                            replica_nodes: if p.replicas.is_empty() {
+                                vec![p.leader]
+                            } else {
+                                p.replicas.clone()
+                            },
                             isr_nodes: vec![p.leader],
                             offline_replicas: vec![],
                         })

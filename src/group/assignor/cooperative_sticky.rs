@@ -2,18 +2,19 @@
 //!
 //! The target assignment is the sticky one of `AbstractStickyAssignor` (see the `sticky`
 //! module: balanced, keeps partitions with their owners where balance allows, rack-aware
-//! per KIP-881). The cooperative adjustment then leaves out of this generation's
-//! assignment every partition that would change hands: a partition that some other member
-//! claims goes to its new member only in the follow-up rebalance, after its owner has
-//! revoked it (a member whose assignment lacks a partition it owns revokes it and rejoins).
-//! So no partition is ever owned by two members because of an assignment.
+//! per KIP-881), the same as Java's for the same input (in the same member order) except
+//! for inputs Java mishandles. The cooperative adjustment then leaves out of this
+//! generation's assignment every partition that would change hands: a partition that some
+//! other member claims goes to its new member only in the follow-up rebalance, after its
+//! owner has revoked it (a member whose assignment lacks a partition it owns revokes it and
+//! rejoins). So no partition is ever owned by two members because of an assignment.
 //!
 //! A partition stays in the assignment of member `m` when no other member claims it, or
-//! when `m` is its valid previous owner (the only claim of the highest claiming
-//! generation). Java keeps it as well when `m` claims it in an older generation than
-//! another member or in the same generation as another member, in its general (unequal
-//! subscriptions) case; this assignor leaves it out then too, until the other claimant has
-//! revoked it.
+//! when `m` is its valid previous owner. In its general case (unequal subscriptions) Java
+//! keeps it as well when `m` claims it in an older generation than another member or in
+//! the same generation as another member; this assignor leaves it out then, until the
+//! other claimant has revoked it. So its assignment is Java's, or Java's less such
+//! partitions.
 //!
 //! Owned partitions of a generation older than the group's highest still count as owned
 //! when no member of a newer generation claims them (Java since Kafka 3.5, KAFKA-14639; the
@@ -22,8 +23,7 @@
 //!
 //! The member's generation: the subscription's (v2+) when known, else the int32 in the user
 //! data, which is what Java writes there for pre-v2 peers (see
-//! [`CooperativeSticky::subscription_user_data`]). Rack-awareness is implemented.
-//! Exact equality with Java's result is not a goal; balance and stickiness are.
+//! [`CooperativeSticky::subscription_user_data`]).
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -7,8 +7,18 @@
 //!   including the member order (static members first, by `group.instance.id`, then dynamic
 //!   ones by member id; strings compared as Java does, by UTF-16 code units) and, for range,
 //!   the rack-aware mode of KIP-881.
-//! - [`CooperativeSticky`] (`cooperative-sticky`) follows kafka-clients'
-//!   `CooperativeStickyAssignor` (see its module for where it differs in edge cases).
+//! - [`CooperativeSticky`] (`cooperative-sticky`) computes kafka-clients'
+//!   `CooperativeStickyAssignor` target assignment, rack-aware mode included, and leaves out
+//!   of it what must be revoked first, more strictly than Java (see its module, and the
+//!   `sticky` module for the inputs Java mishandles).
+//!
+//! Rack-aware assignment (KIP-881): the leader hands each partition's replica racks (the
+//! brokers' `broker.rack`, from the metadata) and each member's `client.rack` (from its
+//! subscription); `range` and `cooperative-sticky` then prefer giving a member partitions
+//! with a replica on its rack, without giving up balance, exactly when and as Java's do
+//! (both sides must name racks, they must meet, and not every partition may have replicas
+//! on every rack; otherwise they assign as without racks). `roundrobin` ignores racks, as
+//! Java's does.
 //!
 //! What every assignor here does with its input, as Java's
 //! `AbstractPartitionAssignor.assign(Cluster, GroupSubscription)` does:
@@ -24,7 +34,9 @@
 //! 1. A partition goes to at most one member, and only to a member subscribed to its topic.
 //! 2. The eager assignors (range, roundrobin) assign every partition of a subscribed topic.
 //! 3. The result depends only on the input's content, not on the order of `members`
-//!    (member ids being distinct) or of a member's `topics` and `owned_partitions`.
+//!    (member ids being distinct) or of a member's `topics` and `owned_partitions`; except
+//!    that cooperative-sticky, like Java's, takes the order of members whose ids fall in
+//!    the same bucket of Java's `HashMap` from `members` (the JoinGroup answer's order).
 //! 4. (cooperative-sticky) A member gets a partition that another member claims to own
 //!    only if it is the partition's valid previous owner: a partition that moves is revoked
 //!    before it is handed over.
@@ -34,6 +46,7 @@
 #![cfg_attr(not(feature = "__testing"), allow(dead_code))]
 
 mod cooperative_sticky;
+mod java_order;
 mod range;
 mod round_robin;
 mod sticky;
@@ -221,6 +234,9 @@ fn member_info_cmp(a: &MemberSubscription, b: &MemberSubscription) -> Ordering {
     by_instance.then_with(|| java_cmp(&a.member_id, &b.member_id))
 }
 
+/// A rack, as its index among the racks the input names (members' and replicas'), sorted.
+type Rack = usize;
+
 /// One member as the assignors see it.
 struct Member<'a> {
     sub: &'a MemberSubscription,
@@ -228,6 +244,11 @@ struct Member<'a> {
     topics: BTreeSet<usize>,
     /// Every topic it subscribes to, existing or not.
     all_topics: BTreeSet<&'a str>,
+    /// Its rack (unset when empty, as Java ignores an empty `client.rack`).
+    rack: Option<Rack>,
+    /// Where its (first) subscription stood in the input: Java's `HashMap` of the members
+    /// keeps this order among member ids of the same hash bucket.
+    position: usize,
 }
 
 /// A topic as the assignors see it.
@@ -235,6 +256,9 @@ struct Topic<'a> {
     name: Arc<str>,
     /// Its partitions, sorted by number.
     partitions: Vec<&'a PartitionInfo>,
+    /// The racks of each partition's replicas (by position in `partitions`), sorted,
+    /// without repeats.
+    replica_racks: Vec<Box<[Rack]>>,
 }
 
 /// The assignors' common view of their input, prepared as Java's
@@ -272,16 +296,46 @@ impl<'a> Input<'a> {
                 Some(Topic {
                     name: Arc::from(name),
                     partitions,
+                    replica_racks: Vec::new(),
                 })
             })
             .collect();
         kept.sort_by(|a, b| java_cmp(&a.name, &b.name));
+
+        let racks: Vec<&str> = subs
+            .iter()
+            .filter_map(|m| m.rack_id())
+            .chain(kept.iter().flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .flat_map(|p| p.replica_racks.iter().map(String::as_str))
+            }))
+            .collect::<BTreeSet<&str>>()
+            .into_iter()
+            .collect();
+        let rack_id = |r: &str| racks.binary_search(&r).ok();
+        for t in &mut kept {
+            t.replica_racks = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut ids: Vec<Rack> =
+                        p.replica_racks.iter().filter_map(|r| rack_id(r)).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    ids.into_boxed_slice()
+                })
+                .collect();
+        }
         let index: BTreeMap<&str, usize> = kept
             .iter()
             .enumerate()
             .map(|(i, t)| (&*t.name, i))
             .collect();
-
+        let mut positions: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, m) in members.iter().enumerate() {
+            positions.entry(&m.member_id).or_insert(i);
+        }
         let members = subs
             .into_iter()
             .map(|sub| Member {
@@ -292,6 +346,8 @@ impl<'a> Input<'a> {
                     .filter_map(|t| index.get(t.as_str()).copied())
                     .collect(),
                 all_topics: sub.topics.iter().map(String::as_str).collect(),
+                rack: sub.rack_id().and_then(rack_id),
+                position: positions.get(sub.member_id.as_str()).copied().unwrap_or(0),
             })
             .collect();
         Input {
@@ -309,10 +365,31 @@ impl<'a> Input<'a> {
 
     /// Whether topic `topic` has partition `partition`.
     fn has_partition(&self, topic: usize, partition: i32) -> bool {
-        self.topics[topic]
-            .partitions
-            .binary_search_by_key(&partition, |p| p.partition)
-            .is_ok()
+        self.partition_index(topic, partition).is_some()
+    }
+
+    /// The member indexes in the order Java's `HashMap` of the subscriptions iterates
+    /// them, built as the Java leader builds it: member ids put in the order the input
+    /// (the JoinGroup answer) lists them.
+    fn java_map_order(&self) -> Vec<usize> {
+        let mut by_position: Vec<usize> = (0..self.members.len()).collect();
+        by_position.sort_by_key(|&m| self.members[m].position);
+        java_order::HashOrder::of(by_position.into_iter().map(|m| {
+            let hash = java_order::string_hash(&self.members[m].sub.member_id);
+            (m as u64, hash)
+        }))
+        .into_iter()
+        .map(|m| m as usize)
+        .collect()
+    }
+
+    /// The index of partition `partition` in topic `topic`'s partitions.
+    fn partition_index(&self, topic: usize, partition: i32) -> Option<usize> {
+        let parts = &self.topics[topic].partitions;
+        match usize::try_from(partition).ok().and_then(|i| parts.get(i)) {
+            Some(p) if p.partition == partition => usize::try_from(partition).ok(),
+            _ => parts.binary_search_by_key(&partition, |p| p.partition).ok(),
+        }
     }
 
     /// The member indexes in Java's `MemberInfo` order.

@@ -1,42 +1,48 @@
 //! The sticky assignment of kafka-clients' `AbstractStickyAssignor` (the part
-//! `StickyAssignor` and `CooperativeStickyAssignor` share), ported step by step, with
-//! Java's hash-map iteration orders replaced by fixed ones (members by member id, topics by
-//! name, partitions by number).
+//! `StickyAssignor` and `CooperativeStickyAssignor` share), ported step by step, with the
+//! same result for the same input: where Java lets the iteration order of a `HashMap` or
+//! `HashSet` decide, that order is reproduced (`java_order`), and everywhere else Java's
+//! orders are fixed ones (members by member id, topics by name, partitions by number).
 //!
-//! 1. Previous ownership: each member's owned partitions of assigned topics count, except
-//!    that a partition claimed by several members goes to the claim with the highest
-//!    generation, and is owned by nobody if several members claim it in that generation.
-//!    (Java resolves the claims member by member in hash-map order, which can give a
-//!    different answer when three or more members claim one partition; this answer does
-//!    not depend on any order.) Older generations are not discarded otherwise: since
-//!    KAFKA-14639 (Kafka 3.5) a member that missed a rebalance keeps its partitions when
-//!    nobody else claims them.
-//! 2. Racks (KIP-881): used when members and replicas carry racks that meet, and not every
-//!    partition has replicas on every rack; then owned partitions off the member's rack
-//!    are given up, and new partitions go to a member on their rack when balance allows.
+//! 1. Previous ownership (Java's `allSubscriptionsEqual`): the members' claims are read in
+//!    the order of Java's `HashMap` of the subscriptions; a partition already claimed goes
+//!    to the newer generation, and when two claims are of the same generation it is owned
+//!    by neither and marked as claimed by several members. Older generations are not
+//!    discarded otherwise: since KAFKA-14639 (Kafka 3.5) a member that missed a rebalance
+//!    keeps its partitions when nobody else claims them.
+//! 2. Racks (KIP-881, Java's `RackInfo`): used when members and replicas carry racks that
+//!    meet, and not every partition has replicas on every rack; then owned partitions off
+//!    the member's rack are given up, and new partitions go to a member on their rack when
+//!    balance allows. Partitions are handed out fewest-members-on-their-racks first
+//!    whenever some member has a rack.
 //! 3. When all members subscribe to the same topics, the constrained algorithm: every
-//!    member keeps its owned partitions up to its quota (`floor` or `ceil` of partitions
-//!    per member, with exactly `partitions % members` members at `ceil`), and the rest is
-//!    dealt round-robin to the members under quota. The result is balanced (counts differ
-//!    by at most one) and moves only what balance requires.
+//!    member keeps its owned partitions (on its rack) up to its quota (`floor` or `ceil` of
+//!    partitions per member, with exactly `partitions % members` members at `ceil`, the
+//!    first ones in `HashMap` order that own enough), then partitions go round-robin to the
+//!    members under quota on their racks, then round-robin to the members under quota. The
+//!    result is balanced (counts differ by at most one) and moves only what balance and
+//!    racks require. Each partition costs O(log members) per rack of its replicas.
 //! 4. Otherwise, the general algorithm: owned partitions stay (unless the member no longer
-//!    subscribes to their topic), the others go one by one to the least loaded member
-//!    subscribed to their topic, then partitions move from members with at least two more
-//!    partitions than another member subscribed to the same topic until no such move is
-//!    left; a partition moves preferably back to its owner in an older generation.
+//!    subscribes to their topic or is off their racks), the others go one by one to the
+//!    least loaded member subscribed to their topic (on their rack first), then partitions
+//!    move from members with at least two more partitions than another member subscribed
+//!    to the same topic until no such move is left; a partition moves preferably back to
+//!    its owner in an older generation. Its balancing is Java's, quadratic in the partitions
+//!    when subscriptions make perfect balance impossible.
 //!
 //! Deviations from Java, all for inputs Java handles badly (`tests/assignors.rs` meets the
 //! first two in kafka-clients 4.4): in the general algorithm a member never gets a
 //! partition of a topic it does not subscribe to (Java can hand one back to its owner of an
 //! older generation), and an owner of an older generation that is set aside as unable to
 //! take part in balancing is skipped (Java throws a `NullPointerException`); besides, an
-//! owned partition that does not exist is ignored, a topic listed twice by one member
-//! counts once, a member with an empty subscription makes subscriptions unequal, and the
-//! rebalancing loop stops after a bounded number of rounds.
+//! owned partition that does not exist is ignored, a partition listed twice by one member
+//! or a topic listed twice counts once, a member with an empty subscription makes
+//! subscriptions unequal, and the rebalancing loop stops after a bounded number of rounds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::Input;
+use super::java_order::{self, HashOrder};
+use super::{Input, Rack};
 
 /// A partition: (topic index in [`Input::topics`], partition number).
 pub(super) type Tp = (usize, i32);
@@ -45,7 +51,8 @@ pub(super) type Tp = (usize, i32);
 pub(super) struct Sticky {
     /// Each member's partitions, by member index.
     pub assignment: Vec<Vec<Tp>>,
-    /// Each partition's valid previous owner (see the module doc, step 1).
+    /// Each partition's valid previous owner: the member that owns it after step 1 of the
+    /// module doc, unless several members claim it in one generation.
     pub owner: HashMap<Tp, usize>,
 }
 
@@ -53,12 +60,14 @@ pub(super) struct Sticky {
 /// generation as its member data tells it (`None` when unknown).
 pub(super) fn assign(input: &Input<'_>, generations: &[Option<i32>]) -> Sticky {
     let n = input.members.len();
-    let ownership = Ownership::new(input, generations);
+    let java_order = input.java_map_order();
+    let ownership = Ownership::new(input, generations, &java_order);
     let owner = ownership
         .owned
         .iter()
         .enumerate()
         .flat_map(|(m, owned)| owned.iter().map(move |&tp| (tp, m)))
+        .filter(|(tp, _)| !ownership.multiple.contains(tp))
         .collect();
     if n == 0 {
         return Sticky {
@@ -72,9 +81,9 @@ pub(super) fn assign(input: &Input<'_>, generations: &[Option<i32>]) -> Sticky {
         .windows(2)
         .all(|w| w[0].all_topics == w[1].all_topics);
     let assignment = if all_equal {
-        Constrained::new(input, &racks, ownership).build()
+        Constrained::new(input, &racks, ownership, &java_order).build()
     } else {
-        General::new(input, &racks, ownership, generations).build()
+        General::new(input, &racks, ownership, generations, &java_order).build()
     };
     Sticky { assignment, owner }
 }
@@ -96,161 +105,281 @@ pub(super) fn claims(input: &Input<'_>, m: usize) -> BTreeSet<Tp> {
 
 /// Who owns what before this assignment (Java's `allSubscriptionsEqual` side output).
 struct Ownership {
-    /// Each member's valid owned partitions (Java's `consumerToOwnedPartitions`);
-    /// a partition claimed by several members in its highest claiming generation is in
-    /// none of them (Java's `partitionsWithMultiplePreviousOwners`).
+    /// Each member's owned partitions (Java's `consumerToOwnedPartitions`).
     owned: Vec<Vec<Tp>>,
+    /// The partitions two members claimed in one generation (Java's
+    /// `partitionsWithMultiplePreviousOwners`); a later claim of a newer generation can
+    /// still own one of them.
+    multiple: HashSet<Tp>,
     /// The highest generation of any member (-1 if none is known).
     max_generation: i32,
 }
 
 impl Ownership {
-    fn new(input: &Input<'_>, generations: &[Option<i32>]) -> Ownership {
+    /// Java's claim resolution, member by member in `java_order`. A claim is compared with
+    /// the one the partition's last claimant made, by that claimant's subscription
+    /// generation (as Java does; unknown counts as -1).
+    fn new(input: &Input<'_>, generations: &[Option<i32>], java_order: &[usize]) -> Ownership {
         let n = input.members.len();
         let generation = |m: usize| generations[m].unwrap_or(-1);
-        let mut claimants: BTreeMap<Tp, Vec<usize>> = BTreeMap::new();
-        for m in 0..n {
-            for tp in claims(input, m) {
-                claimants.entry(tp).or_default().push(m);
+        let subscription_generation = |m: usize| input.members[m].sub.generation.max(-1);
+        // Per partition: its last claimant, and the member whose owned list has it.
+        let mut last: HashMap<Tp, (usize, Option<usize>)> = HashMap::new();
+        let mut multiple = HashSet::new();
+        let mut claimed: Vec<BTreeSet<Tp>> = vec![BTreeSet::new(); n];
+        for &m in java_order {
+            claimed[m] = claims(input, m);
+            for &tp in &claimed[m] {
+                match last.get(&tp).copied() {
+                    None => {
+                        last.insert(tp, (m, Some(m)));
+                    }
+                    Some((other, holder)) => {
+                        let (mine, theirs) = (generation(m), subscription_generation(other));
+                        if mine == theirs {
+                            multiple.insert(tp);
+                            last.insert(tp, (m, None));
+                        } else if mine > theirs {
+                            last.insert(tp, (m, Some(m)));
+                        } else {
+                            last.insert(tp, (other, holder));
+                        }
+                    }
+                }
             }
         }
-        let mut owned = vec![Vec::new(); n];
-        for (tp, members) in claimants {
-            let top = members.iter().map(|&m| generation(m)).max().unwrap_or(-1);
-            let winners: Vec<usize> = members
-                .into_iter()
-                .filter(|&m| generation(m) == top)
-                .collect();
-            if let [m] = winners[..] {
-                owned[m].push(tp);
-            }
-        }
+        let owned = claimed
+            .into_iter()
+            .enumerate()
+            .map(|(m, tps)| {
+                tps.into_iter()
+                    .filter(|tp| last.get(tp).is_some_and(|&(_, h)| h == Some(m)))
+                    .collect()
+            })
+            .collect();
         Ownership {
             owned,
+            multiple,
             max_generation: (0..n).map(generation).max().unwrap_or(-1).max(-1),
         }
     }
 }
 
 /// Java's `AbstractStickyAssignor.RackInfo`.
-struct RackInfo<'a> {
+struct RackInfo<'i, 'a> {
+    input: &'i Input<'a>,
     /// Each member's rack, in rack-aware mode only (Java's `consumerRacks`).
-    consumer: Vec<Option<&'a str>>,
+    consumer: Vec<Option<Rack>>,
     /// Whether rack-aware mode is on (Java: `consumerRacks` is not empty).
     aware: bool,
-    /// Each partition's replica racks, in rack-aware mode only.
-    partition: HashMap<Tp, BTreeSet<&'a str>>,
-    /// For each partition, how many members are on its replicas' racks; computed whenever
-    /// some member has a rack, rack-aware mode or not (as Java does).
-    consumers_by_partition: HashMap<Tp, usize>,
+    /// For each partition (by topic, then index), how many members are on its replicas'
+    /// racks; computed whenever some member has a rack, rack-aware mode or not (as Java
+    /// does).
+    consumers_by_partition: Option<Vec<Vec<usize>>>,
 }
 
-impl<'a> RackInfo<'a> {
-    fn new(input: &Input<'a>) -> RackInfo<'a> {
+impl<'i, 'a> RackInfo<'i, 'a> {
+    fn new(input: &'i Input<'a>) -> RackInfo<'i, 'a> {
         let n = input.members.len();
-        let mut consumers_by_rack: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut consumers_by_rack: BTreeMap<Rack, usize> = BTreeMap::new();
         for m in &input.members {
-            if let Some(r) = m.sub.rack_id() {
+            if let Some(r) = m.rack {
                 *consumers_by_rack.entry(r).or_default() += 1;
             }
         }
-        let mut partition: HashMap<Tp, BTreeSet<&str>> = HashMap::new();
+        let mut aware = false;
+        let mut consumers_by_partition = None;
         if !consumers_by_rack.is_empty() {
-            for (t, topic) in input.topics.iter().enumerate() {
-                for p in &topic.partitions {
-                    let racks = p.replica_racks.iter().map(String::as_str).collect();
-                    partition.insert((t, p.partition), racks);
-                }
-            }
-        }
-        let all_partition_racks: BTreeSet<&str> = partition.values().flatten().copied().collect();
-        let aware = !consumers_by_rack.is_empty()
-            && consumers_by_rack
+            let all_partition_racks: BTreeSet<Rack> = input
+                .topics
+                .iter()
+                .flat_map(|t| t.replica_racks.iter().flat_map(|r| r.iter().copied()))
+                .collect();
+            // Java's `useRackAwareAssignment`.
+            aware = consumers_by_rack
                 .keys()
                 .any(|r| all_partition_racks.contains(r))
-            && !partition.values().all(|r| *r == all_partition_racks);
-        let consumers_by_partition = partition
-            .iter()
-            .map(|(&tp, racks)| {
-                let count = racks
+                && !input.topics.iter().all(|t| {
+                    t.replica_racks
+                        .iter()
+                        .all(|r| r.len() == all_partition_racks.len())
+                });
+            consumers_by_partition = Some(
+                input
+                    .topics
                     .iter()
-                    .map(|r| consumers_by_rack.get(r).copied().unwrap_or(0))
-                    .sum();
-                (tp, count)
-            })
-            .collect();
+                    .map(|t| {
+                        t.replica_racks
+                            .iter()
+                            .map(|racks| {
+                                racks
+                                    .iter()
+                                    .map(|r| consumers_by_rack.get(r).copied().unwrap_or(0))
+                                    .sum()
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            );
+        }
         RackInfo {
+            input,
             consumer: if aware {
-                input.members.iter().map(|m| m.sub.rack_id()).collect()
+                input.members.iter().map(|m| m.rack).collect()
             } else {
                 vec![None; n]
             },
             aware,
-            partition: if aware { partition } else { HashMap::new() },
             consumers_by_partition,
         }
+    }
+
+    /// The racks of `tp`'s replicas, in rack-aware mode (Java's `partitionRacks`).
+    fn partition_racks(&self, tp: Tp) -> Option<&'i [Rack]> {
+        if !self.aware {
+            return None;
+        }
+        let i = self.input.partition_index(tp.0, tp.1)?;
+        Some(&self.input.topics[tp.0].replica_racks[i])
     }
 
     /// Java's `racksMismatch`: the member has a rack and the partition has no replica on it.
     fn mismatch(&self, member: usize, tp: Tp) -> bool {
         match self.consumer[member] {
             None => false,
-            Some(rack) => !self.partition.get(&tp).is_some_and(|r| r.contains(rack)),
+            Some(rack) => self
+                .partition_racks(tp)
+                .is_none_or(|r| r.binary_search(&rack).is_err()),
         }
     }
 
     /// Java's `sortPartitionsByRackConsumers` (a stable sort).
     fn sort_by_rack_consumers(&self, partitions: &mut [Tp]) {
-        if !self.consumers_by_partition.is_empty() {
-            partitions.sort_by_key(|tp| self.consumers_by_partition.get(tp).copied().unwrap_or(0));
+        if let Some(counts) = &self.consumers_by_partition {
+            partitions.sort_by_key(|&(t, p)| {
+                self.input.partition_index(t, p).map_or(0, |i| counts[t][i])
+            });
+        }
+    }
+}
+
+/// A list of members (Java's `unfilledMembersWith...` lists) in a fixed order, with the
+/// members of each rack on the side, so that "the first member from here on whose rack
+/// holds a replica of this partition" is a few ordered-set look-ups, not a scan.
+#[derive(Default)]
+struct RackedList {
+    /// Key (the member's place in the list's order) to member.
+    members: BTreeMap<u64, usize>,
+    keys: HashMap<usize, u64>,
+    /// Per rack: the keys of its members (only kept for a rack-aware list).
+    by_rack: HashMap<Rack, BTreeSet<u64>>,
+}
+
+impl RackedList {
+    fn insert(&mut self, key: u64, member: usize, rack: Option<Rack>) {
+        self.members.insert(key, member);
+        self.keys.insert(member, key);
+        if let Some(r) = rack {
+            self.by_rack.entry(r).or_default().insert(key);
         }
     }
 
-    /// Java's `nextRackConsumer`: the index in `members`, from `first` on (wrapping), of
-    /// the first member on one of the partition's racks.
-    fn next_rack_consumer(&self, tp: Tp, members: &[usize], first: usize) -> Option<usize> {
-        let racks = self.partition.get(&tp).filter(|r| !r.is_empty())?;
-        (0..members.len())
-            .map(|i| (first + i) % members.len())
-            .find(|&i| self.consumer[members[i]].is_some_and(|r| racks.contains(r)))
+    fn remove(&mut self, member: usize, rack: Option<Rack>) {
+        if let Some(key) = self.keys.remove(&member) {
+            self.members.remove(&key);
+            if let Some(set) = rack.and_then(|r| self.by_rack.get_mut(&r)) {
+                set.remove(&key);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.members.clear();
+        self.keys.clear();
+        self.by_rack.clear();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The first member with key `from` or more, else (wrapping) the first one.
+    fn first_from(&self, from: u64) -> Option<usize> {
+        self.members
+            .range(from..)
+            .next()
+            .or_else(|| self.members.first_key_value())
+            .map(|(_, &m)| m)
+    }
+
+    /// Java's `nextRackConsumer`: the first member with key `from` or more, wrapping
+    /// around, on one of `racks`.
+    fn next_on_racks(&self, racks: &[Rack], from: u64) -> Option<usize> {
+        let mut after: Option<u64> = None;
+        let mut before: Option<u64> = None;
+        for r in racks {
+            let Some(set) = self.by_rack.get(r) else {
+                continue;
+            };
+            if let Some(&k) = set.range(from..).next() {
+                after = Some(after.map_or(k, |a| a.min(k)));
+            } else if let Some(&k) = set.first() {
+                before = Some(before.map_or(k, |b| b.min(k)));
+            }
+        }
+        after.or(before).map(|k| self.members[&k])
     }
 }
 
 /// Java's `ConstrainedAssignmentBuilder`: all members subscribe to the same topics.
 struct Constrained<'i, 'a> {
     input: &'i Input<'a>,
-    racks: &'i RackInfo<'a>,
+    racks: &'i RackInfo<'i, 'a>,
+    java_order: &'i [usize],
     owned: Vec<Vec<Tp>>,
+    multiple: HashSet<Tp>,
     min_quota: usize,
     max_quota: usize,
     /// How many members get `max_quota` (when it differs from `min_quota`).
     expected_over: usize,
     current_over: usize,
-    under_min: Vec<usize>,
-    exactly_min: Vec<usize>,
+    /// Java's `unfilledMembersWithUnderMinQuotaPartitions`, keyed by member index (member
+    /// id order, which is where Java sorts it).
+    under_min: RackedList,
+    /// Java's `unfilledMembersWithExactlyMinQuotaPartitions`, keyed by insertion.
+    exactly_min: RackedList,
+    next_exactly_key: u64,
     assignment: Vec<Vec<Tp>>,
 }
 
 impl<'i, 'a> Constrained<'i, 'a> {
-    fn new(input: &'i Input<'a>, racks: &'i RackInfo<'a>, ownership: Ownership) -> Self {
+    fn new(
+        input: &'i Input<'a>,
+        racks: &'i RackInfo<'i, 'a>,
+        ownership: Ownership,
+        java_order: &'i [usize],
+    ) -> Self {
         let n = input.members.len();
         let total: usize = input.topics.iter().map(|t| t.partitions.len()).sum();
         Constrained {
             input,
             racks,
+            java_order,
             owned: ownership.owned,
+            multiple: ownership.multiple,
             min_quota: total / n,
             max_quota: total.div_ceil(n),
             expected_over: total % n,
             current_over: 0,
-            under_min: Vec::new(),
-            exactly_min: Vec::new(),
+            under_min: RackedList::default(),
+            exactly_min: RackedList::default(),
+            next_exactly_key: 0,
             assignment: vec![Vec::new(); n],
         }
     }
 
     fn build(mut self) -> Vec<Vec<Tp>> {
-        let assigned = self.assign_owned();
+        let (assigned, under_min, exactly_min) = self.assign_owned();
         let mut unassigned: Vec<Tp> = self
             .input
             .topics
@@ -259,39 +388,54 @@ impl<'i, 'a> Constrained<'i, 'a> {
             .flat_map(|(t, topic)| topic.partitions.iter().map(move |p| (t, p.partition)))
             .filter(|tp| !assigned.contains(tp))
             .collect();
-        // Member indexes are in member-id order already.
-        self.under_min.sort_unstable();
-        self.exactly_min.sort_unstable();
+        // Java sorts both lists by member id: member indexes are in that order.
+        for c in under_min {
+            self.under_min.insert(c as u64, c, self.racks.consumer[c]);
+        }
+        let mut exactly_min = exactly_min;
+        exactly_min.sort_unstable();
+        for c in exactly_min {
+            self.push_exactly_min(c);
+        }
         self.racks.sort_by_rack_consumers(&mut unassigned);
         let unassigned = self.assign_rack_aware_round_robin(unassigned);
         self.assign_round_robin(unassigned);
         self.assignment
     }
 
-    /// Java's `assignOwnedPartitions`: each member keeps its owned partitions (on its rack)
-    /// up to its quota. Returns the partitions kept.
-    fn assign_owned(&mut self) -> HashSet<Tp> {
+    fn push_exactly_min(&mut self, c: usize) {
+        let key = self.next_exactly_key;
+        self.next_exactly_key += 1;
+        self.exactly_min.insert(key, c, self.racks.consumer[c]);
+    }
+
+    /// Java's `assignOwnedPartitions`, members in `HashMap` order: each member keeps its
+    /// owned partitions (on its rack, not claimed by several members) up to its quota.
+    /// Returns the partitions kept and the members under `min_quota` and at exactly
+    /// `min_quota` that may get one more.
+    fn assign_owned(&mut self) -> (HashSet<Tp>, Vec<usize>, Vec<usize>) {
         let mut assigned = HashSet::new();
-        for c in 0..self.owned.len() {
+        let (mut under_min, mut exactly_min) = (Vec::new(), Vec::new());
+        for &c in self.java_order {
             let mut owned: Vec<Tp> = self.owned[c]
                 .iter()
                 .copied()
-                .filter(|&tp| !self.racks.mismatch(c, tp))
+                .filter(|&tp| !self.racks.mismatch(c, tp) && !self.multiple.contains(&tp))
                 .collect();
             // By partition, then topic (topic indexes are in name order).
             owned.sort_unstable_by_key(|&(t, p)| (p, t));
             let keep = if owned.len() < self.min_quota {
-                self.under_min.push(c);
+                under_min.push(c);
                 owned.len()
             } else if owned.len() >= self.max_quota && self.current_over < self.expected_over {
                 self.current_over += 1;
                 if self.current_over == self.expected_over {
-                    self.exactly_min.clear();
+                    exactly_min.clear();
                 }
                 self.max_quota
             } else {
                 if self.current_over < self.expected_over {
-                    self.exactly_min.push(c);
+                    exactly_min.push(c);
                 }
                 self.min_quota
             };
@@ -299,7 +443,7 @@ impl<'i, 'a> Constrained<'i, 'a> {
             assigned.extend(owned.iter().copied());
             self.assignment[c] = owned;
         }
-        assigned
+        (assigned, under_min, exactly_min)
     }
 
     /// Java's `assignRackAwareRoundRobin`: partitions go, in turn, to the members under
@@ -308,35 +452,27 @@ impl<'i, 'a> Constrained<'i, 'a> {
         if !self.racks.aware {
             return unassigned;
         }
-        let mut next_index = 0;
+        // Java's `nextUnfilledConsumerIndex`, as a key: the member after the last one
+        // served, wrapping.
+        let mut next_key = 0;
         let mut left = Vec::new();
         for tp in unassigned {
+            let racks = self.racks.partition_racks(tp).unwrap_or(&[]);
             let mut consumer = None;
-            if let Some(mut index) = self
-                .racks
-                .next_rack_consumer(tp, &self.under_min, next_index)
-            {
-                let c = self.under_min[index];
+            if let Some(c) = self.under_min.next_on_racks(racks, next_key) {
                 let count = self.assignment[c].len() + 1;
                 if count >= self.min_quota {
-                    self.under_min.remove(index);
+                    self.under_min.remove(c, self.racks.consumer[c]);
                     if count < self.max_quota && self.current_over < self.expected_over {
-                        self.exactly_min.push(c);
+                        self.push_exactly_min(c);
                     }
-                } else {
-                    index += 1;
                 }
-                next_index = if self.under_min.is_empty() {
-                    0
-                } else {
-                    index % self.under_min.len()
-                };
+                next_key = c as u64 + 1;
                 consumer = Some(c);
             } else if !self.exactly_min.is_empty() {
-                if let Some(index) = self.racks.next_rack_consumer(tp, &self.exactly_min, 0) {
-                    let c = self.exactly_min[index];
+                if let Some(c) = self.exactly_min.next_on_racks(racks, 0) {
                     if self.assignment[c].len() + 1 == self.max_quota {
-                        self.exactly_min.remove(index);
+                        self.exactly_min.remove(c, self.racks.consumer[c]);
                         self.current_over += 1;
                         if self.current_over == self.expected_over {
                             self.exactly_min.clear();
@@ -356,29 +492,33 @@ impl<'i, 'a> Constrained<'i, 'a> {
     /// Java's `assignRoundRobin`: the members under `min_quota` in turn, then those at
     /// `min_quota` that may still get one more.
     fn assign_round_robin(&mut self, unassigned: Vec<Tp>) {
-        // Java's iterator over `under_min`: the index of its next element.
-        let mut cursor = 0;
+        // Java's iterator over `under_min`: the key of its next element.
+        let mut next_key = 0;
         for tp in unassigned {
-            let c = if cursor < self.under_min.len() {
-                cursor += 1;
-                self.under_min[cursor - 1]
+            let c = if let Some((&k, &c)) = self.under_min.members.range(next_key..).next() {
+                next_key = k + 1;
+                c
             } else if self.under_min.is_empty() {
-                if self.exactly_min.is_empty() {
-                    // Java throws here; unreachable, the quotas leave room for every
-                    // partition.
+                // Java polls the head; with both lists empty it throws (unreachable: the
+                // quotas leave room for every partition).
+                let Some(c) = self.exactly_min.first_from(0) else {
                     break;
-                }
-                self.exactly_min.remove(0)
+                };
+                self.exactly_min.remove(c, self.racks.consumer[c]);
+                c
             } else {
-                cursor = 1;
-                self.under_min[0]
+                // Java starts a new iterator.
+                let Some((&k, &c)) = self.under_min.members.first_key_value() else {
+                    break;
+                };
+                next_key = k + 1;
+                c
             };
             self.assignment[c].push(tp);
             let count = self.assignment[c].len();
             if count == self.min_quota {
-                cursor -= 1;
-                self.under_min.remove(cursor);
-                self.exactly_min.push(c);
+                self.under_min.remove(c, self.racks.consumer[c]);
+                self.push_exactly_min(c);
             } else if count == self.max_quota {
                 self.current_over += 1;
             }
@@ -388,20 +528,34 @@ impl<'i, 'a> Constrained<'i, 'a> {
 
 /// Java's `PartitionMovements`: which partitions moved between which members during the
 /// general algorithm, to move a partition back rather than another one further.
-#[derive(Default)]
 struct Movements {
-    /// By topic, by (from, to): the partitions that moved so.
-    by_topic: BTreeMap<usize, BTreeMap<(usize, usize), BTreeSet<i32>>>,
+    /// By topic, by (from, to): the partitions that moved so, in the iteration order of
+    /// Java's `HashSet` of them (which decides the one that moves back).
+    by_topic: BTreeMap<usize, BTreeMap<(usize, usize), HashOrder>>,
     /// Each moved partition's (first owner, current owner).
     moves: HashMap<Tp, (usize, usize)>,
+    /// Each topic's `String.hashCode`.
+    topic_hashes: Vec<i32>,
 }
 
 impl Movements {
+    fn new(input: &Input<'_>) -> Movements {
+        Movements {
+            by_topic: BTreeMap::new(),
+            moves: HashMap::new(),
+            topic_hashes: input
+                .topics
+                .iter()
+                .map(|t| java_order::string_hash(&t.name))
+                .collect(),
+        }
+    }
+
     fn remove_record(&mut self, tp: Tp) -> Option<(usize, usize)> {
         let pair = self.moves.remove(&tp)?;
         if let Some(topic) = self.by_topic.get_mut(&tp.0) {
             if let Some(set) = topic.get_mut(&pair) {
-                set.remove(&tp.1);
+                set.remove(partition_key(tp.1));
                 if set.is_empty() {
                     topic.remove(&pair);
                 }
@@ -415,12 +569,13 @@ impl Movements {
 
     fn add_record(&mut self, tp: Tp, pair: (usize, usize)) {
         self.moves.insert(tp, pair);
+        let hash = java_order::topic_partition_hash(self.topic_hashes[tp.0], tp.1);
         self.by_topic
             .entry(tp.0)
             .or_default()
             .entry(pair)
             .or_default()
-            .insert(tp.1);
+            .insert(partition_key(tp.1), hash);
     }
 
     fn move_partition(&mut self, tp: Tp, old: usize, new: usize) {
@@ -435,24 +590,31 @@ impl Movements {
     }
 
     /// Java's `getTheActualPartitionToBeMoved`: rather than moving `tp` from `old` to
-    /// `new`, move back a partition of the same topic that moved from `new` to `old`.
+    /// `new`, move back a partition of the same topic that moved from `new` to `old` (the
+    /// first of them Java's `HashSet` iterates).
     fn actual_partition_to_move(&self, tp: Tp, old: usize, new: usize) -> Tp {
         let Some(topic) = self.by_topic.get(&tp.0) else {
             return tp;
         };
         let old = self.moves.get(&tp).map_or(old, |&(first, _)| first);
-        match topic.get(&(new, old)).and_then(|set| set.first()) {
-            Some(&p) => (tp.0, p),
+        match topic.get(&(new, old)).and_then(HashOrder::first) {
+            Some(key) => (tp.0, key as u32 as i32),
             None => tp,
         }
     }
 }
 
+/// A partition number as a [`HashOrder`] key.
+fn partition_key(partition: i32) -> u64 {
+    u64::from(partition as u32)
+}
+
 /// Java's `GeneralAssignmentBuilder`: members subscribe to different topics.
 struct General<'i, 'a> {
     input: &'i Input<'a>,
-    racks: &'i RackInfo<'a>,
+    racks: &'i RackInfo<'i, 'a>,
     generations: &'i [Option<i32>],
+    java_order: &'i [usize],
     max_generation: i32,
     /// Each topic's members (Java's `topic2AllPotentialConsumers`).
     topic_consumers: Vec<Vec<usize>>,
@@ -471,9 +633,10 @@ struct General<'i, 'a> {
 impl<'i, 'a> General<'i, 'a> {
     fn new(
         input: &'i Input<'a>,
-        racks: &'i RackInfo<'a>,
+        racks: &'i RackInfo<'i, 'a>,
         ownership: Ownership,
         generations: &'i [Option<i32>],
+        java_order: &'i [usize],
     ) -> Self {
         let mut topic_consumers = vec![Vec::new(); input.topics.len()];
         for (m, member) in input.members.iter().enumerate() {
@@ -504,6 +667,7 @@ impl<'i, 'a> General<'i, 'a> {
             input,
             racks,
             generations,
+            java_order,
             max_generation: ownership.max_generation,
             topic_consumers,
             current: ownership.owned.into_iter().map(Some).collect(),
@@ -511,7 +675,7 @@ impl<'i, 'a> General<'i, 'a> {
             sorted_all,
             sorted: BTreeSet::new(),
             revocation_required: false,
-            movements: Movements::default(),
+            movements: Movements::new(input),
         }
     }
 
@@ -535,10 +699,11 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     /// Java's `prepopulateCurrentAssignments`: the partitions owned by members of older
-    /// generations, each with its owner of the newest such generation.
+    /// generations, each with its owner of the newest such generation (of equally new
+    /// ones, the first in `HashMap` order).
     fn prev_assignment(&self) -> HashMap<Tp, usize> {
         let mut prev: HashMap<Tp, (usize, i32)> = HashMap::new();
-        for m in 0..self.input.members.len() {
+        for &m in self.java_order {
             let generation = match self.generations[m] {
                 Some(g) if g < self.max_generation => g,
                 None if self.max_generation > -1 => -1,
@@ -775,11 +940,12 @@ impl<'i, 'a> General<'i, 'a> {
                 let heavier = |other: usize| self.len(other).is_some_and(|n| count > n + 1);
                 let mut found = false;
                 if let (Some(rack), Some(racks)) =
-                    (self.racks.consumer[c], self.racks.partition.get(&tp))
+                    (self.racks.consumer[c], self.racks.partition_racks(tp))
                 {
-                    if racks.contains(rack) {
+                    if racks.binary_search(&rack).is_ok() {
                         found = self.topic_consumers[tp.0].iter().any(|&other| {
-                            self.racks.consumer[other].is_some_and(|r| racks.contains(r))
+                            self.racks.consumer[other]
+                                .is_some_and(|r| racks.binary_search(&r).is_ok())
                                 && heavier(other)
                         });
                     }

@@ -401,8 +401,8 @@ impl ClassicMember {
         for t in &self.group_topics {
             let count = cluster.partition_count(t);
             snapshot.insert(t.clone(), count);
-            if let Some(n) = count {
-                topics.insert(t.clone(), PartitionInfo::without_racks(n));
+            if let Some(infos) = partition_infos(cluster, t) {
+                topics.insert(t.clone(), infos);
             }
         }
         let unknown: Vec<&String> = snapshot
@@ -695,6 +695,25 @@ impl ClassicMember {
             self.transition(State::NeedJoin, reason);
         }
     }
+}
+
+/// What the assignors get to know of `topic`'s partitions: each one's number and the racks
+/// of its replicas (a replica whose broker has no rack, or is not listed, adds none), as
+/// Java's `Cluster.partitionsForTopic` hands them to its assignors.
+fn partition_infos(cluster: &Cluster, topic: &str) -> Option<Vec<PartitionInfo>> {
+    let parts = cluster.replicas(topic)?;
+    Some(
+        parts
+            .into_iter()
+            .map(|(partition, replicas)| PartitionInfo {
+                partition,
+                replica_racks: replicas
+                    .iter()
+                    .filter_map(|&n| cluster.broker(n)?.rack.clone())
+                    .collect(),
+            })
+            .collect(),
+    )
 }
 
 /// Partitions in the consumer protocol's form: one entry per topic, partitions sorted.

@@ -425,6 +425,43 @@ fn three_members_with_range_revoke_everything_before_each_rebalance_and_share_th
     }
 }
 
+/// Brokers 1 to 3 on racks r1 to r3; topic `t` of 6 partitions, partition `p` on broker
+/// `p % 3 + 1` alone; members 0, 1, 2 on racks r3, r1, r2, all subscribed to `t`, settled.
+fn three_members_on_three_racks(assignors: fn() -> Vec<Box<dyn Assignor>>) -> Rig {
+    let mut r = Rig::new(&[("t", 6)]);
+    for n in 1..=3 {
+        r.broker.racks.insert(n, format!("r{n}"));
+    }
+    for p in 0..6 {
+        r.broker.part(&tp("t", p)).replicas = vec![p % 3 + 1];
+    }
+    for rack in ["r3", "r1", "r2"] {
+        r.add(ClassicConfig {
+            client_rack: Some(rack.to_owned()),
+            ..config(assignors())
+        });
+    }
+    for i in 0..3 {
+        r.subscribe(i, &["t"]);
+    }
+    r.run_until(secs(60), Rig::all_stable);
+    r
+}
+
+#[test]
+fn the_leader_gives_each_member_the_partitions_with_a_replica_in_its_rack() {
+    for (name, assignors) in [
+        ("range", range as fn() -> Vec<Box<dyn Assignor>>),
+        ("cooperative-sticky", cooperative),
+    ] {
+        let r = three_members_on_three_racks(assignors);
+        // Racks r1, r2, r3 hold partitions {0, 3}, {1, 4}, {2, 5}.
+        assert_eq!(r.clients[0].member.owned(), tps("t", &[2, 5]), "{name}");
+        assert_eq!(r.clients[1].member.owned(), tps("t", &[0, 3]), "{name}");
+        assert_eq!(r.clients[2].member.owned(), tps("t", &[1, 4]), "{name}");
+    }
+}
+
 #[test]
 fn three_members_joining_together_with_roundrobin_form_one_generation() {
     let mut r = Rig::new(&[("t", 6)]);
@@ -554,7 +591,7 @@ fn the_leader_rejoins_when_a_subscribed_topic_gains_partitions() {
     r.settle();
     assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1]));
     let topic = r.broker.topics.get_mut("t").unwrap();
-    let mut p = topic.parts[&0];
+    let mut p = topic.parts[&0].clone();
     p.log_end = 0;
     topic.parts.insert(2, p);
     // The next metadata refresh (metadata.max.age.ms) shows the new partition.

@@ -344,19 +344,31 @@ fn an_older_generation_member_keeps_its_partitions_when_nobody_else_claims_them(
 #[test]
 fn without_a_subscription_generation_the_generation_comes_from_the_user_data() {
     let t = topics(&[("t", 2)]);
-    let old_peer = |user_data: Vec<u8>| {
-        let mut m = member("m1", &["t"]).owns(&[("t", 0)]);
+    let old_peer = |id: &str, user_data: Vec<u8>| {
+        let mut m = member(id, &["t"]).owns(&[("t", 0)]);
         m.user_data = Some(user_data);
         m
     };
-    let newer = member("m2", &["t"]).owns(&[("t", 0)]).generation(3);
-    // Generation 5 in the user data beats 3.
-    let result = assign(&t, &[old_peer(5i32.to_be_bytes().to_vec()), newer.clone()]);
-    assert_eq!(result["m1"], vec![tp("t", 0)]);
-    // Unreadable user data counts as generation -1, which loses.
-    let result = assign(&t, &[old_peer(vec![0, 5]), newer.clone()]);
+    let newer = |id: &str| member(id, &["t"]).owns(&[("t", 0)]).generation(3);
+    // Java reads the claims in its HashMap's order, here m1 then m2. A claim read after
+    // another is weighed by its own generation, generation 5 from the user data beats 3...
+    let result = assign(
+        &t,
+        &[old_peer("m2", 5i32.to_be_bytes().to_vec()), newer("m1")],
+    );
     assert_eq!(result["m2"], vec![tp("t", 0)]);
+    // ...and is compared with the earlier claimant's subscription generation, which a
+    // member sending its generation in the user data lacks (-1): 3 beats it (as in Java).
+    let result = assign(
+        &t,
+        &[old_peer("m1", 5i32.to_be_bytes().to_vec()), newer("m2")],
+    );
+    assert_eq!(result["m2"], vec![tp("t", 0)]);
+    // Unreadable user data counts as generation -1, which loses.
+    let result = assign(&t, &[old_peer("m2", vec![0, 5]), newer("m1")]);
+    assert_eq!(result["m1"], vec![tp("t", 0)]);
     // What the assignor writes is what it reads.
+    let old_peer = |user_data: Vec<u8>| old_peer("m1", user_data);
     let written = CooperativeSticky.subscription_user_data(4).unwrap();
     assert_eq!(member_generation(&old_peer(written)), Some(4));
     // A subscription generation wins over the user data.
