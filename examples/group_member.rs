@@ -20,15 +20,19 @@
 //! revoke|none` (default `revoke`: `commit_offsets_sync` of the revoked partitions' consumed
 //! offsets in `on_partitions_revoked`); `--auto-offset-reset earliest|latest|none`
 //! (default `latest`); `--auto-commit true|false` (default false: this member commits in
-//! its listener and on `commit`); `--set KEY=VALUE` (any other property).
+//! its listener and on `commit`); `--commit-every-ms N` (also `commit_sync` of what was
+//! consumed every N ms, after the records were printed); `--on-error exit|continue`
+//! (default `exit`: an error from `poll` or a commit ends the member; `continue` prints it
+//! as a `warn` line and goes on, as an application that rides out faults does); `--set
+//! KEY=VALUE` (any other property).
 //!
 //! Output lines (partitions as `TOPIC-PARTITION`, sorted, comma-separated, `-` for none;
 //! GEN is `group_metadata().generation_id` at the callback: the generation under the
 //! classic protocol, the member epoch under the consumer protocol): `ready`; `assigned GEN PARTS` (on entry of
 //! `on_partitions_assigned`); `revoked GEN PARTS` (at the end of `on_partitions_revoked`,
 //! after the commit); `lost GEN PARTS`; `record TOPIC PARTITION OFFSET VALUE` (VALUE missing
-//! for a null value); `committed TOPIC-PARTITION=OFFSET,...`; `left`; `error MESSAGE` (exit
-//! 1).
+//! for a null value); `committed TOPIC-PARTITION=OFFSET,...`; `warn MESSAGE` (with
+//! `--on-error continue`); `left`; `error MESSAGE` (exit 1).
 //!
 //! Commands on stdin, one per line: `pause-poll MS` (do not poll for MS milliseconds),
 //! `commit` (`commit_sync` of what was consumed), `close` (close, print `left`, exit 0);
@@ -162,7 +166,7 @@ fn run() -> AnyResult<()> {
             opts.insert(k.clone(), v.clone());
         }
     }
-    const KNOWN: [&str; 14] = [
+    const KNOWN: [&str; 16] = [
         "--bootstrap",
         "--group",
         "--topics",
@@ -177,6 +181,8 @@ fn run() -> AnyResult<()> {
         "--commit",
         "--auto-offset-reset",
         "--auto-commit",
+        "--commit-every-ms",
+        "--on-error",
     ];
     if let Some(k) = opts.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(format!("unknown option {k}").into());
@@ -209,6 +215,32 @@ fn run() -> AnyResult<()> {
         cfg = cfg.set(k, v)?;
     }
     let commit_on_revoke = opts.get("--commit").is_none_or(|v| v == "revoke");
+    let commit_every = match opts.get("--commit-every-ms") {
+        Some(ms) => Some(Duration::from_millis(
+            ms.parse()
+                .map_err(|_| format!("bad --commit-every-ms {ms}"))?,
+        )),
+        None => None,
+    };
+    let keep_going = match opts.get("--on-error").map(String::as_str) {
+        None | Some("exit") => false,
+        Some("continue") => true,
+        Some(v) => return Err(format!("bad --on-error {v}: exit or continue").into()),
+    };
+    // An error ends the member, or with --on-error continue is reported and ridden out.
+    let check = |r: kafka_consumer::Result<()>| -> AnyResult<()> {
+        match r {
+            Err(e) if keep_going => {
+                out(&format!(
+                    "warn {}",
+                    e.to_string().replace(['\n', '\r'], " ")
+                ));
+                Ok(())
+            }
+            r => Ok(r?),
+        }
+    };
+    let mut last_commit = Instant::now();
     let listener = Reporter { commit_on_revoke };
     let mut consumer = Consumer::new(cfg)?;
     match (opts.get("--topics"), opts.get("--pattern")) {
@@ -233,8 +265,11 @@ fn run() -> AnyResult<()> {
                     }
                     (Some("commit"), None) => {
                         let offsets = consumer.consumed_offsets();
-                        consumer.commit_offsets_sync(&offsets)?;
-                        out(&offsets_line(&offsets));
+                        let r = consumer.commit_offsets_sync(&offsets);
+                        if r.is_ok() {
+                            out(&offsets_line(&offsets));
+                        }
+                        check(r)?;
                     }
                     (Some("close"), None) => break,
                     _ => return Err(format!("unknown command {cmd:?}").into()),
@@ -250,7 +285,13 @@ fn run() -> AnyResult<()> {
             }
             paused_until = None;
         }
-        let records = consumer.poll(Duration::from_millis(100))?;
+        let records = match consumer.poll(Duration::from_millis(100)) {
+            Ok(records) => records,
+            Err(e) => {
+                check(Err(e))?;
+                continue;
+            }
+        };
         for r in &records {
             let value = r.value().map(String::from_utf8_lossy);
             match value {
@@ -266,6 +307,17 @@ fn run() -> AnyResult<()> {
                     r.partition(),
                     r.offset()
                 )),
+            }
+        }
+        if commit_every.is_some_and(|every| last_commit.elapsed() >= every) {
+            last_commit = Instant::now();
+            let offsets = consumer.consumed_offsets();
+            if !offsets.is_empty() {
+                let r = consumer.commit_offsets_sync(&offsets);
+                if r.is_ok() {
+                    out(&offsets_line(&offsets));
+                }
+                check(r)?;
             }
         }
     }

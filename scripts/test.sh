@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh machine: assembles and starts the local Kafka broker
-# (scripts/broker.sh; needs Java 17 and Maven reaching Maven Central), then the unit,
-# integration and doc tests against it, then the benchmark smoke test (scripts/bench.sh
-# --smoke, on its own broker). Stops the test broker afterwards if it started it.
+# (scripts/broker.sh; needs Java 17 and Maven reaching Maven Central) and the 3-node
+# cluster of the failover tests (scripts/cluster.sh), then the unit, integration and doc
+# tests against them, then the benchmark smoke test (scripts/bench.sh --smoke, on its own
+# broker). Stops the test broker and the cluster afterwards if it started them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -10,18 +11,35 @@ for tool in cargo java javac mvn python3; do
   command -v "$tool" >/dev/null || { echo "test.sh: '$tool' is required but not installed" >&2; exit 1; }
 done
 
-started=0
+# Stops, at exit, what this script started (and only that).
+started_broker=0
+started_cluster=0
+cleanup() {
+  if [[ "$started_cluster" == 1 ]]; then scripts/cluster.sh stop >/dev/null 2>&1 || true; fi
+  if [[ "$started_broker" == 1 ]]; then scripts/broker.sh stop >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
 if [[ -z "${KAFKA_BOOTSTRAP:-}" ]]; then
   if ! scripts/broker.sh status >/dev/null 2>&1; then
-    started=1
+    started_broker=1
   fi
   KAFKA_BOOTSTRAP="$(scripts/broker.sh start | tail -n1)"
   export KAFKA_BOOTSTRAP
 fi
-if [[ "$started" == 1 ]]; then
-  trap 'scripts/broker.sh stop >/dev/null 2>&1 || true' EXIT
-fi
 echo "test.sh: broker at $KAFKA_BOOTSTRAP"
+
+# The 3-node cluster of the failover tests (tests/cluster.rs; scripts/cluster.sh).
+if [[ -z "${KAFKA_CLUSTER_BOOTSTRAP:-}" ]]; then
+  # (Exit status 3: not all three nodes run. Only if none runs is the cluster ours to stop.)
+  cluster_status="$(scripts/cluster.sh status 2>/dev/null || true)"
+  if ! grep -q " running " <<<"$cluster_status"; then
+    started_cluster=1
+  fi
+  KAFKA_CLUSTER_BOOTSTRAP="$(scripts/cluster.sh start | tail -n1)"
+  export KAFKA_CLUSTER_BOOTSTRAP
+fi
+echo "test.sh: cluster at $KAFKA_CLUSTER_BOOTSTRAP"
 
 # The group tests run our consumer in processes of their own (examples/group_member.rs).
 cargo build --release --examples

@@ -580,7 +580,9 @@ impl ConsumerConfig {
         self
     }
 
-    /// Sets `metadata.max.age.ms` (default 5 minutes).
+    /// Sets `metadata.max.age.ms` (default 5 minutes): how often the metadata of the topics
+    /// in use is refreshed, and how old the metadata `partitions_for` answers from its cache
+    /// may be.
     pub fn metadata_max_age(mut self, d: Duration) -> Self {
         self.metadata_max_age = saturate(d);
         self

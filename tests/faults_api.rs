@@ -500,10 +500,17 @@ fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_
         }),
         _ => Reply::Close,
     });
-    let mut c = Consumer::new(config(&fake.addr(0))).unwrap();
+    // Five records a poll: the first poll returns exactly those from the follower.
+    let mut c = Consumer::new(config(&fake.addr(0)).max_poll_records(5)).unwrap();
     c.assign(&[tp(0)]).unwrap();
-    let got = poll_records(&mut c, 8, Duration::from_secs(15));
+    let first = poll_records(&mut c, 5, Duration::from_secs(15));
+    assert_eq!(offsets(&first), (0..5).collect::<Vec<i64>>());
+    let from = |c: &mut Consumer| c.metrics().partitions[0].fetched_from;
+    assert_eq!(from(&mut c), Some(1), "the metrics name the follower");
+    let rest = poll_records(&mut c, 3, Duration::from_secs(15));
+    let got: Vec<_> = first.into_iter().chain(rest).collect();
     assert_eq!(offsets(&got), (0..8).collect::<Vec<i64>>());
+    assert_eq!(from(&mut c), Some(0), "and then the leader");
     let fetches_at = |node: usize, offset: i64| {
         fake.requests_of(FETCH)
             .iter()
@@ -566,7 +573,7 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
     let (armed2, sent2) = (Arc::clone(&armed), Arc::clone(&sent));
     let fake = FakeCluster::start(2, move |r| {
         let broker0 = broker(0, r.ports[1]);
-        let normal = || metadata(r, &[broker0], &[part("t", 0, 0)]);
+        let normal = || metadata(r, &[broker0], &[part("t", 0, 0), part("u", 0, 0)]);
         match (r.node, r.key) {
             (0, METADATA) => Reply::SendAndClose(normal()),
             (1, METADATA) => {
@@ -601,10 +608,14 @@ fn rebootstrap_required_makes_the_consumer_ask_the_bootstrap_server_again_and_re
             .collect::<Vec<_>>()
     };
     let before = bootstrap_metadata().len();
-    // The refresh for partitions_for goes to the least-loaded ready link, brokers before
-    // bootstrap servers: broker 0, whose control link answered the position lookup.
+    // partitions_for on a topic the cache does not know yet (t it answers from the cache)
+    // sends a refresh at once, to the least-loaded ready link, brokers before bootstrap
+    // servers: broker 0, whose control link answered the position lookup.
     armed.store(true, Ordering::SeqCst);
-    assert_eq!(c.partitions_for("t").expect("partitions_for"), vec![tp(0)]);
+    assert_eq!(
+        c.partitions_for("u").expect("partitions_for"),
+        vec![TopicPartition::new("u", 0)]
+    );
     assert!(
         sent.load(Ordering::SeqCst),
         "broker 0 answered REBOOTSTRAP_REQUIRED"

@@ -996,3 +996,158 @@ fn idle_between_heartbeats(
     assert_eq!(c.assignment().len(), 2);
     c
 }
+
+// ----- a member of another client that sends garbage -------------------------------------
+
+/// A group member spoken by hand on one connection to the broker (the test broker is its
+/// own group coordinator): JoinGroup, SyncGroup, Heartbeat and LeaveGroup at the newest
+/// versions Kafka 3.9 and 4.x share.
+struct RawMember {
+    stream: std::net::TcpStream,
+    correlation: i32,
+}
+
+impl RawMember {
+    fn connect() -> RawMember {
+        let stream = std::net::TcpStream::connect(bootstrap()).expect("connecting to the broker");
+        stream.set_read_timeout(Some(LIMIT)).expect("read timeout");
+        RawMember {
+            stream,
+            correlation: 0,
+        }
+    }
+
+    /// Sends `req` at version `v` and reads its answer.
+    fn call<A: kafka_consumer::testing::api::Api>(&mut self, req: &A, v: i16) -> A::Response {
+        use kafka_consumer::testing::frame::{decode_response, encode_request, frame_len};
+        use std::io::{Read, Write};
+        self.correlation += 1;
+        let frame = encode_request(req, v, self.correlation, "raw-member");
+        self.stream.write_all(&frame).expect("sending a request");
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).expect("an answer");
+        let n = frame_len(&size).expect("a frame size").expect("four bytes");
+        let mut body = vec![0u8; n];
+        self.stream
+            .read_exact(&mut body)
+            .expect("the answer's body");
+        decode_response::<A>(&body, v).expect("a well-formed answer")
+    }
+}
+
+/// Polls `c` (errors fail the test) until `done` holds, at most [`LIMIT`].
+fn poll_until_it(
+    c: &mut kafka_consumer::Consumer,
+    what: &str,
+    done: impl Fn(&kafka_consumer::Consumer) -> bool,
+) {
+    let deadline = Instant::now() + LIMIT;
+    while !done(c) {
+        c.poll(Duration::from_millis(100)).expect("poll");
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+    }
+}
+
+/// Another client joins a group our consumer leads with a subscription that does not decode
+/// (a negative version): our leader assigns it nothing, as an assignment it can decode, and
+/// keeps every partition itself; the group completes the rebalance, nobody gets an error.
+#[test]
+fn a_member_whose_subscription_does_not_decode_gets_an_empty_assignment_from_our_leader() {
+    use kafka_consumer::testing::api::join_group::{JoinGroupRequest, JoinGroupRequestProtocol};
+    use kafka_consumer::testing::api::leave_group::{LeaveGroupRequest, MemberIdentity};
+    use kafka_consumer::testing::api::sync_group::SyncGroupRequest;
+    use kafka_consumer::testing::consumer_protocol::ConsumerProtocolAssignment;
+    use kafka_consumer::testing::message::Bytes;
+
+    let topic = unique_topic("groups-garbage");
+    let group = unique_topic("g-garbage");
+    Produce::new(&topic, 3, 3).run();
+    let mut c = consumer(&[
+        ("group.id", &group),
+        ("partition.assignment.strategy", "range"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+    ]);
+    c.subscribe(&[&topic]).unwrap();
+    poll_until_it(&mut c, "ours alone owns the topic", |c| {
+        c.assignment().len() == 3
+    });
+
+    // The other member joins on a thread of its own: its JoinGroup is answered only once
+    // our leader (polled below) has rejoined, and its SyncGroup once the leader assigned.
+    let g = group.clone();
+    let other = std::thread::spawn(move || {
+        let mut m = RawMember::connect();
+        let mut join = JoinGroupRequest {
+            group_id: g.clone(),
+            session_timeout_ms: 30_000,
+            rebalance_timeout_ms: 60_000,
+            member_id: String::new(),
+            group_instance_id: None,
+            protocol_type: "consumer".into(),
+            protocols: vec![JoinGroupRequestProtocol {
+                name: "range".into(),
+                metadata: Bytes(vec![0xff, 0xff]),
+            }],
+            reason: None,
+        };
+        let first = m.call(&join, 9);
+        assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED: {first:?}");
+        join.member_id = first.member_id;
+        let joined = m.call(&join, 9);
+        assert_eq!(joined.error_code, 0, "{joined:?}");
+        let sync = SyncGroupRequest {
+            group_id: g.clone(),
+            generation_id: joined.generation_id,
+            member_id: joined.member_id.clone(),
+            group_instance_id: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: joined.protocol_name.clone(),
+            assignments: Vec::new(),
+        };
+        let synced = m.call(&sync, 5);
+        assert_eq!(synced.error_code, 0, "{synced:?}");
+        (m, joined, synced)
+    });
+    poll_until_it(&mut c, "the other member synced", |_| other.is_finished());
+    let (mut m, joined, synced) = other.join().expect("the other member's thread");
+    assert_ne!(joined.leader, joined.member_id, "ours leads");
+    assert!(
+        joined.members.is_empty(),
+        "only the leader sees the members"
+    );
+    assert_eq!(joined.protocol_name.as_deref(), Some("range"));
+    let theirs = ConsumerProtocolAssignment::decode(&synced.assignment.0)
+        .expect("an assignment the other member can decode");
+    assert_eq!(
+        theirs,
+        ConsumerProtocolAssignment::default(),
+        "nothing for it"
+    );
+    // Ours has every partition again (range, eager: it gave them up to rejoin) and stays
+    // stable beside the other member: no rebalance after rebalance, no error.
+    poll_until_it(&mut c, "ours owns the topic again", |c| {
+        c.assignment().len() == 3
+    });
+    let generation = c.group_metadata().map(|g| g.generation_id);
+    assert_eq!(generation, Some(joined.generation_id));
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        c.poll(Duration::from_millis(100)).expect("poll");
+    }
+    assert_eq!(c.assignment().len(), 3);
+    assert_eq!(c.group_metadata().map(|g| g.generation_id), generation);
+
+    let leave = LeaveGroupRequest {
+        group_id: group.clone(),
+        member_id: String::new(),
+        members: vec![MemberIdentity {
+            member_id: joined.member_id.clone(),
+            group_instance_id: None,
+            reason: Some("test over".into()),
+        }],
+    };
+    let left = m.call(&leave, 5);
+    assert_eq!(left.error_code, 0, "{left:?}");
+    c.close().unwrap();
+}

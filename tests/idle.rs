@@ -870,6 +870,49 @@ fn a_preferred_read_replica_that_refuses_connections_is_given_up_for_the_leader(
     assert_idle(&w, "back on the leader");
 }
 
+// ----- a leader that refuses connections ---------------------------------------------------
+
+#[test]
+fn a_leader_that_refuses_connections_makes_the_consumer_refresh_metadata_idly_until_another_leads()
+{
+    // Node 5, listed at a port nobody listens on (a broker killed with kill -9), leads t-0
+    // until `moved`, then node 0 does. The consumer must ask for newer metadata after it
+    // fails to reach the leader, at a spaced pace, not wait for metadata.max.age.ms (5 min)
+    // while every reconnect is refused.
+    let dead = refused_port();
+    let mut log = Log::default();
+    log.append(3);
+    let moved = Arc::new(AtomicBool::new(false));
+    let m2 = Arc::clone(&moved);
+    let fake = FakeCluster::start(1, move |r| match r.key {
+        METADATA => {
+            let leader = if m2.load(Ordering::SeqCst) { 0 } else { 5 };
+            let brokers = [broker(0, r.ports[0]), broker(5, dead)];
+            Reply::Send(metadata(r, &brokers, &[part("t", 0, leader)]))
+        }
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH => fetch_reply(r, |w| log.answer(w)),
+        _ => Reply::Close,
+    });
+    let (mut c, io) = IoThread::of(config(&fake.addr(0)));
+    c.assign(&[tp0()]).unwrap();
+    let w = measure(&io, &fake);
+    assert_idle(&w, "a leader that refuses connections");
+    assert!(
+        (1..=at_most(3)).contains(&w.metadata),
+        "metadata refreshed, at a spaced pace, while the leader cannot be reached: {w:?}"
+    );
+    moved.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    assert_eq!(
+        poll_records(&mut c, 3, Duration::from_secs(5)),
+        vec![0, 1, 2]
+    );
+    eprintln!("records {:?} after node 0 took over", t.elapsed());
+    let w = measure(&io, &fake);
+    assert_idle(&w, "on the new leader");
+}
+
 // ----- 10: a broker without a version we speak ----------------------------------------
 
 fn without_versions(versions: Vec<(i16, i16, i16)>) -> FakeCluster {

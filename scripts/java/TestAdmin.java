@@ -11,6 +11,10 @@
 // Commands:
 //   delete-topic --topic T
 //       deletes T and waits until the broker no longer lists it; prints "deleted T"
+//   create-topics --topics T1,T2,... --partitions P
+//       creates the topics (P partitions each, replication factor 1) in one request and
+//       waits until every partition of each has a leader that answers ListOffsets (right
+//       after creation a leader may still say NOT_LEADER_OR_FOLLOWER); prints "created N"
 //   committed --group G --topic T --partitions P
 //       prints, per partition p of 0..P-1, the committed offset as the Java consumer's
 //       committed() sees it: "committed p OFFSET METADATA" or "committed p none"
@@ -50,6 +54,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -79,6 +85,7 @@ public class TestAdmin {
             }
             switch (cmd) {
                 case "delete-topic": deleteTopic(); break;
+                case "create-topics": createTopics(); break;
                 case "committed": committed(); break;
                 case "commit": commit(); break;
                 case "member": member(); break;
@@ -139,6 +146,39 @@ public class TestAdmin {
             }
         }
         System.out.println("deleted " + topic);
+    }
+
+    static void createTopics() throws Exception {
+        java.util.List<String> topics = java.util.Arrays.asList(opt("--topics").split(","));
+        int partitions = Integer.parseInt(opt("--partitions"));
+        try (Admin admin = admin()) {
+            java.util.List<NewTopic> wanted = new java.util.ArrayList<>();
+            for (String t : topics) wanted.add(new NewTopic(t, partitions, (short) 1));
+            admin.createTopics(wanted).all().get(60, TimeUnit.SECONDS);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (true) {
+                boolean ready = false;
+                try {
+                    Map<String, TopicDescription> d = admin.describeTopics(topics).allTopicNames().get(30, TimeUnit.SECONDS);
+                    ready = d.values().stream().allMatch(td -> td.partitions().size() == partitions
+                            && td.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty()));
+                } catch (ExecutionException e) {
+                    if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) throw e;
+                }
+                if (ready) break;
+                if (System.nanoTime() > deadline) throw new IllegalStateException("no leaders for all of " + topics);
+                Thread.sleep(100);
+            }
+            // The Admin client retries NOT_LEADER_OR_FOLLOWER itself until every leader answers.
+            Map<TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> latest = new HashMap<>();
+            for (String t : topics) {
+                for (int p = 0; p < partitions; p++) {
+                    latest.put(new TopicPartition(t, p), org.apache.kafka.clients.admin.OffsetSpec.latest());
+                }
+            }
+            admin.listOffsets(latest).all().get(60, TimeUnit.SECONDS);
+        }
+        System.out.println("created " + topics.size());
     }
 
     static Admin admin() {

@@ -4,23 +4,50 @@
 //! Sans-IO: time is a parameter, requests go out as [`Transmit`]s.
 //!
 //! ```text
-//!   Fresh ──max age / request_update()──▶ Needed ──a link is ready──▶ InFlight
-//!     ▲                                      ▲                            │
-//!     └────────────── answer applied ────────┴──── failure or top error ──┘
+//!   Fresh ──max age / request_update()──▶ Needed ──spacing over, a link ready──▶ InFlight
+//!     │                                                                  ▲         │
+//!     └── a caller names a topic the cache does not describe: Urgent ────┘         │
+//!     ▲                                      ▲  (no spacing: one request per new   │
+//!     │                                      │   interest)                         │
+//!     └────────────── answer applied ────────┴──── failure or top error ───────────┘
 //! ```
+//!
+//! The blocking calls are answered from this cache, as the Java client answers them from
+//! `metadata.fetch()`: `partitions_for` on a topic the cache describes needs no request, and
+//! the offset lookups use the cached leaders, asking for a refresh only when a leader is
+//! unknown or an answer says it moved.
 //!
 //! Invariants:
 //! 1. At most one Metadata request is in flight.
-//! 2. Two requests are never closer together than a spacing that starts at `retry.backoff.ms`
-//!    and doubles (up to `retry.backoff.max.ms`) while refreshes keep being asked for in
-//!    quick succession; `metadata.max.age.ms=0` or a partition that keeps failing can never
-//!    make the consumer refresh in a loop.
+//! 2. Refreshes the cache asks for itself (`request_update()`, `metadata.max.age.ms`, topics
+//!    or leaders still missing) are never closer together than a spacing that starts at
+//!    `retry.backoff.ms` and doubles (up to `retry.backoff.max.ms`) with each refresh in quick
+//!    succession that fails or brings nothing new; an answer that changes what the cache
+//!    knows starts it again from `retry.backoff.ms`. So `metadata.max.age.ms=0`, a broker
+//!    that keeps failing or a partition that keeps failing can never make the consumer
+//!    refresh in a loop.
 //! 3. The topics asked for are the union of every registered interest; a topic that
 //!    becomes interesting and is not yet known triggers a refresh.
 //! 4. Only answers to the request in flight are applied; a broker's address or a leader is
 //!    only reported when the answer listed it (a leader missing from the broker list counts
 //!    as unknown, and asks for a refresh).
 //! 5. [`Cluster::poll_timeout`] never returns a passed instant.
+//! 6. An interest that newly names a topic the cache does not describe (a `partitions_for`
+//!    caller, an offset lookup, a new assignment or subscription) makes the next request
+//!    urgent: it goes out as soon as none is in flight, whatever the spacing of invariant 2,
+//!    so an independent call never waits behind another's backoff. Urgency comes only from
+//!    a new interest (each call has its own), never from an answer, so it cannot loop; the
+//!    outcome of an urgent request counts for the spacing like any other.
+//! 7. `partitions_for` on a topic the cache describes, with metadata younger than
+//!    `metadata.max.age.ms`, is answered at once with no request; otherwise the caller is
+//!    answered by the first answer that lists the topic (or at its deadline). A topic the
+//!    broker said does not exist is not trusted for a new interest: the entry is forgotten
+//!    and a fresh answer decides.
+//! 8. A topic nobody is interested in any more stays described (for the calls of
+//!    invariant 7 and the lookups) while its metadata is younger than `metadata.max.age.ms`,
+//!    and is forgotten by the first answer after that; it is never refreshed for its own
+//!    sake. A topic that failed is forgotten by the next answer; one that an answer lists
+//!    although nobody asked for it is not taken in.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -69,7 +96,7 @@ struct PartitionInfo {
     replicas: Box<[NodeId]>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum TopicState {
     Known(HashMap<i32, PartitionInfo>),
     /// The broker said the topic does not exist or may not be described.
@@ -82,6 +109,15 @@ struct TopicMeta {
     state: TopicState,
     /// An internal topic (`__consumer_offsets`, `__transaction_state`).
     internal: bool,
+    /// When an answer last listed the topic.
+    updated: Instant,
+}
+
+impl TopicMeta {
+    /// Whether `other` says the same about the topic, whenever it was said.
+    fn same_as(&self, other: &TopicMeta) -> bool {
+        self.id == other.id && self.state == other.state && self.internal == other.internal
+    }
 }
 
 /// Where a partition's leader is, as far as the metadata says.
@@ -94,6 +130,18 @@ pub(crate) enum Leader {
     Unknown,
     /// The topic or partition does not exist (or may not be described).
     Missing(ErrorCode),
+}
+
+/// A topic the cache describes, as a reader with its own clock sees it (the user side's
+/// snapshot for `partitions_for`).
+#[derive(Debug, Clone)]
+pub(crate) struct Described {
+    pub topic: Arc<str>,
+    /// Sorted.
+    pub partitions: Vec<TopicPartition>,
+    /// The instant from which the metadata is older than `metadata.max.age.ms` and must not
+    /// be answered from the cache any more (`None`: no limit).
+    pub fresh_until: Option<Instant>,
 }
 
 /// What the cluster has to tell the rest of the consumer.
@@ -117,6 +165,9 @@ struct Waiter {
 struct InFlight {
     id: RequestId,
     route: Route,
+    /// Sent in quick succession after the previous request (its outcome counts for the
+    /// spacing's streak).
+    quick: bool,
 }
 
 /// Settings the cluster needs.
@@ -139,9 +190,13 @@ pub(crate) struct Cluster {
     all_topics: bool,
     /// A refresh was asked for (or topics are missing).
     needed: bool,
+    /// A new interest names a topic the cache does not describe: the next request goes
+    /// out without waiting for the spacing (invariant 6).
+    urgent: bool,
     last_update: Option<Instant>,
     last_sent: Option<Instant>,
-    /// Consecutive refreshes asked for in quick succession, for the spacing.
+    /// Consecutive refreshes in quick succession that failed or brought nothing new: the
+    /// spacing before the next one is the backoff's step `streak + 1`.
     streak: u32,
     in_flight: Option<InFlight>,
     waiters: Vec<Waiter>,
@@ -165,6 +220,7 @@ impl Cluster {
             interest: BTreeMap::new(),
             all_topics: false,
             needed: true,
+            urgent: false,
             last_update: None,
             last_sent: None,
             streak: 0,
@@ -257,6 +313,35 @@ impl Cluster {
         v
     }
 
+    /// The partitions of `topic`, sorted, if the cache describes it with metadata younger
+    /// than `metadata.max.age.ms` at `now` (invariant 7).
+    pub fn fresh_partitions(&self, topic: &str, now: Instant) -> Option<Vec<TopicPartition>> {
+        let (name, meta) = self.topics.get_key_value(topic)?;
+        let TopicState::Known(parts) = &meta.state else {
+            return None;
+        };
+        if now.saturating_duration_since(meta.updated) >= self.cfg.metadata_max_age {
+            return None;
+        }
+        Some(sorted_partitions(name, parts))
+    }
+
+    /// Every topic the cache describes, with the rule of
+    /// [`fresh_partitions`](Cluster::fresh_partitions) for a reader with its own clock.
+    pub fn described(&self) -> Vec<Described> {
+        self.topics
+            .iter()
+            .filter_map(|(name, meta)| match &meta.state {
+                TopicState::Known(parts) => Some(Described {
+                    topic: Arc::clone(name),
+                    partitions: sorted_partitions(name, parts),
+                    fresh_until: meta.updated.checked_add(self.cfg.metadata_max_age),
+                }),
+                TopicState::Failed(_) => None,
+            })
+            .collect()
+    }
+
     // ----- what the other components ask for -------------------------------------------
 
     /// Asks for (or stops asking for) every topic of the cluster on each refresh; a change
@@ -264,13 +349,43 @@ impl Cluster {
     pub fn set_all_topics(&mut self, all: bool) {
         if all && !self.all_topics {
             self.needed = true;
+            self.make_urgent("every topic is wanted");
         }
         self.all_topics = all;
     }
 
-    /// Replaces the topics one interest needs; a topic not yet known triggers a refresh.
+    /// Replaces the topics one interest needs; a topic not yet known triggers a refresh,
+    /// at once if this interest names it for the first time (invariant 6). A topic the
+    /// cache only knows as failed is forgotten when an interest newly names it, so that a
+    /// fresh answer decides (invariant 7).
     pub fn set_interest<I: IntoIterator<Item = Arc<str>>>(&mut self, who: Interest, topics: I) {
         let topics: BTreeSet<Arc<str>> = topics.into_iter().collect();
+        let new: Vec<&Arc<str>> = {
+            let before = self.interest.get(&who);
+            topics
+                .iter()
+                .filter(|t| before.is_none_or(|b| !b.contains(*t)))
+                .filter(|t| {
+                    !matches!(
+                        self.topics.get(*t).map(|m| &m.state),
+                        Some(TopicState::Known(_))
+                    )
+                })
+                .collect()
+        };
+        for t in &new {
+            if let Some(meta) = self.topics.remove(*t) {
+                log::debug!(
+                    "metadata: {t} was {:?}; asking afresh for {who:?}",
+                    meta.state
+                );
+                self.names.remove(&meta.id);
+            }
+        }
+        if let Some(first) = new.first() {
+            let why = format!("{who:?} names {} new topic(s), {first} first", new.len());
+            self.make_urgent(&why);
+        }
         if topics.iter().any(|t| !self.topics.contains_key(t)) {
             self.needed = true;
         }
@@ -291,17 +406,45 @@ impl Cluster {
         self.needed = true;
     }
 
-    /// Registers a `partitions_for` caller; answered by a [`ClusterEvent::Partitions`].
-    pub fn wait_for_topic(&mut self, id: CallId, topic: &str, deadline: Instant) {
+    /// Registers a `partitions_for` caller; answered by a [`ClusterEvent::Partitions`]: at
+    /// once from the cache when it describes the topic with fresh enough metadata, else by
+    /// the first answer that lists the topic, sent at once (invariants 6 and 7).
+    pub fn wait_for_topic(&mut self, id: CallId, topic: &str, deadline: Instant, now: Instant) {
+        if let Some(parts) = self.fresh_partitions(topic, now) {
+            log::debug!(
+                "partitions_for {topic}: {} partitions, from the cache",
+                parts.len()
+            );
+            self.events.push_back(ClusterEvent::Partitions {
+                id,
+                result: Ok(parts),
+            });
+            return;
+        }
         let topic: Arc<str> = Arc::from(topic);
         self.waiters.push(Waiter {
             id,
             topic: Arc::clone(&topic),
             deadline,
         });
-        self.set_interest(Interest::Waiter(id), [topic]);
-        // A caller asks for fresh data even if the topic is cached.
+        self.set_interest(Interest::Waiter(id), [Arc::clone(&topic)]);
+        // Not described, or by metadata older than the max age (which `set_interest` does
+        // not see): this caller needs a fresh answer at once.
         self.needed = true;
+        self.make_urgent(&format!("partitions_for {topic}"));
+    }
+
+    /// Drops a `partitions_for` caller that stopped waiting (woken up).
+    pub fn cancel_waiter(&mut self, id: CallId) {
+        self.waiters.retain(|w| w.id != id);
+        self.interest.remove(&Interest::Waiter(id));
+    }
+
+    fn make_urgent(&mut self, why: &str) {
+        if !self.urgent {
+            log::debug!("metadata: refresh at once: {why}");
+        }
+        self.urgent = true;
     }
 
     // ----- driving ---------------------------------------------------------------------
@@ -316,6 +459,9 @@ impl Cluster {
     fn refresh_due(&self, now: Instant) -> bool {
         if self.in_flight.is_some() {
             return false;
+        }
+        if self.urgent {
+            return true;
         }
         let aged = self
             .last_update
@@ -349,22 +495,24 @@ impl Cluster {
         };
         req.allow_auto_topic_creation = false;
         let id = self.next_id.take_next();
-        // Quick succession (within twice the longest spacing) grows the streak.
+        // Quick succession (within twice the longest spacing): a failure or an answer with
+        // nothing new grows the streak.
         let quick = self
             .last_sent
             .is_some_and(|t| now < t + 2 * spacing(&self.cfg.refresh_backoff, u32::MAX));
-        self.streak = if quick {
-            self.streak.saturating_add(1)
-        } else {
-            1
-        };
+        log::debug!(
+            "metadata request {id} to {route} for {} topics{}",
+            if self.all_topics {
+                "all".to_owned()
+            } else {
+                topics.len().to_string()
+            },
+            if self.urgent { " (at once)" } else { "" }
+        );
         self.last_sent = Some(now);
         self.needed = false;
-        self.in_flight = Some(InFlight { id, route });
-        log::debug!(
-            "metadata request {id} to {route} for {} topics",
-            topics.len()
-        );
+        self.urgent = false;
+        self.in_flight = Some(InFlight { id, route, quick });
         Some(Transmit::new(
             route,
             &req,
@@ -445,35 +593,65 @@ impl Cluster {
             return;
         };
         match links.decode::<MetadataRequest>(f.route, version, body, now) {
-            Ok(resp) => self.apply(resp, f.route, now),
+            Ok(resp) => {
+                let news = self.apply(resp, f.route, now);
+                self.count_outcome(f.quick, news);
+            }
             Err(e) => {
                 let err = Error::decode(e, format!("malformed Metadata response from {}", f.route));
                 self.fail_waiters(&err);
                 self.needed = true;
+                self.count_outcome(f.quick, false);
             }
         }
     }
 
     /// Request `id` got no answer: try again after the spacing.
     pub fn handle_failure(&mut self, id: RequestId, failure: &Failure) {
-        if self.in_flight.take_if(|f| f.id == id).is_some() {
+        if let Some(f) = self.in_flight.take_if(|f| f.id == id) {
             log::debug!("metadata request {id} failed: {failure}");
             self.needed = true;
+            self.count_outcome(f.quick, false);
         }
     }
 
-    fn apply(&mut self, resp: MetadataResponse, from: Route, now: Instant) {
+    /// The spacing's streak after a request's outcome (invariant 2): news starts it again,
+    /// a failure or an answer with nothing new grows it when the request came in quick
+    /// succession after the previous one.
+    fn count_outcome(&mut self, quick: bool, news: bool) {
+        let before = self.streak;
+        self.streak = match (news, quick) {
+            (true, _) | (false, false) => 0,
+            (false, true) => self.streak.saturating_add(1),
+        };
+        if self.streak != before {
+            log::debug!(
+                "metadata: refreshes now spaced by {:?} ({})",
+                spacing(&self.cfg.refresh_backoff, self.streak),
+                if news {
+                    "an answer brought news"
+                } else if quick {
+                    "the last refresh failed or brought nothing new"
+                } else {
+                    "the last refresh came after a quiet period"
+                }
+            );
+        }
+    }
+
+    /// Applies an answer; whether it changed what the cache knows.
+    fn apply(&mut self, resp: MetadataResponse, from: Route, now: Instant) -> bool {
         let top = ErrorCode::from_code(resp.error_code);
         if top == ErrorCode::REBOOTSTRAP_REQUIRED {
             log::warn!("{from} asks the client to rebootstrap; forgetting the known brokers");
             self.brokers.clear();
             self.needed = true;
-            return;
+            return false;
         }
         if top.is_err() {
             log::warn!("Metadata from {from} failed: {top}");
             self.needed = true;
-            return;
+            return false;
         }
         let mut brokers = BTreeMap::new();
         for b in &resp.brokers {
@@ -499,17 +677,25 @@ impl Cluster {
         if brokers.is_empty() {
             log::warn!("Metadata from {from} lists no usable broker");
             self.needed = true;
-            return;
+            return false;
         }
         for (node, b) in &brokers {
             if self.brokers.get(node) != Some(b) {
                 log::debug!("broker {} at {}:{}", node.0, b.host, b.port);
             }
         }
+        let mut news = self.brokers != brokers;
         self.brokers = brokers;
         let mut incomplete = false;
+        let mut listed: BTreeSet<Arc<str>> = BTreeSet::new();
+        let wanted: BTreeSet<Arc<str>> = self.interest.values().flatten().cloned().collect();
         for t in resp.topics {
             let Some(name) = t.name else { continue };
+            if !self.all_topics && !wanted.contains(name.as_str()) {
+                // Listed although nobody asked for it (or no longer does): not news, not
+                // kept.
+                continue;
+            }
             let name: Arc<str> = self
                 .topics
                 .get_key_value(name.as_str())
@@ -557,45 +743,56 @@ impl Cluster {
             if !t.topic_id.is_zero() {
                 self.names.insert(t.topic_id, Arc::clone(&name));
             }
-            self.topics.insert(
-                name,
-                TopicMeta {
-                    id: t.topic_id,
-                    state,
-                    internal: t.is_internal,
-                },
-            );
+            let meta = TopicMeta {
+                id: t.topic_id,
+                state,
+                internal: t.is_internal,
+                updated: now,
+            };
+            if self.topics.get(&name).is_none_or(|old| !old.same_as(&meta)) {
+                news = true;
+            }
+            listed.insert(Arc::clone(&name));
+            self.topics.insert(name, meta);
         }
-        // Forget topics nobody is interested in any more.
-        let wanted: BTreeSet<&Arc<str>> = self.interest.values().flatten().collect();
+        // Forget topics nobody is interested in any more: at once if they failed, once
+        // their metadata is older than the max age if they are described (invariant 8).
         let names = &mut self.names;
         let all = self.all_topics;
+        let max_age = self.cfg.metadata_max_age;
+        let mut forgotten = Vec::new();
         self.topics.retain(|name, meta| {
-            let keep = all || wanted.contains(name);
+            let young = now.saturating_duration_since(meta.updated) < max_age;
+            let keep = all
+                || wanted.contains(name)
+                || (young && matches!(meta.state, TopicState::Known(_)));
             if !keep {
                 names.remove(&meta.id);
+                forgotten.push(Arc::clone(name));
             }
             keep
         });
-        let missing = wanted.iter().any(|t| !self.topics.contains_key(*t));
+        if !forgotten.is_empty() {
+            log::debug!("metadata: forgetting topics nobody uses any more: {forgotten:?}");
+        }
+        let missing = wanted.iter().any(|t| !self.topics.contains_key(t));
         self.needed |= incomplete || missing;
         self.last_update = Some(now);
         self.generation.0 += 1;
-        self.answer_waiters(now);
+        self.answer_waiters(&listed, now);
+        news
     }
 
-    fn answer_waiters(&mut self, now: Instant) {
+    /// Answers the `partitions_for` callers whose topic this answer listed.
+    fn answer_waiters(&mut self, listed: &BTreeSet<Arc<str>>, now: Instant) {
         let mut done = Vec::new();
         self.waiters.retain(|w| {
-            let answer = match self.topics.get(&w.topic).map(|t| &t.state) {
-                Some(TopicState::Known(parts)) => {
-                    let mut ps: Vec<i32> = parts.keys().copied().collect();
-                    ps.sort_unstable();
-                    Ok(ps
-                        .into_iter()
-                        .map(|p| TopicPartition::new(Arc::clone(&w.topic), p))
-                        .collect())
-                }
+            let state = listed
+                .contains(&w.topic)
+                .then(|| self.topics.get(&w.topic).map(|t| &t.state))
+                .flatten();
+            let answer = match state {
+                Some(TopicState::Known(parts)) => Ok(sorted_partitions(&w.topic, parts)),
                 Some(TopicState::Failed(code)) => Err(Error::broker(
                     *code,
                     format!("topic {} does not exist or may not be described", w.topic),
@@ -674,7 +871,8 @@ impl Cluster {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        if self.in_flight.is_none() {
+        // Urgent: it goes out as soon as a link is ready, and links wake the loop.
+        if self.in_flight.is_none() && !self.urgent {
             let spaced = self.not_before(&self.cfg.refresh_backoff);
             if self.needed {
                 if let Some(nb) = spaced {
@@ -697,8 +895,9 @@ impl Cluster {
     }
 }
 
-/// The spacing between two refreshes after `streak` refreshes in quick succession:
-/// the backoff policy's base delay without jitter.
+/// The spacing between two refreshes after `streak` refreshes in quick succession that
+/// failed or brought nothing new: the backoff policy's step `streak + 1` without jitter
+/// (`retry.backoff.ms` after news).
 fn spacing(policy: &Backoff, streak: u32) -> Duration {
     struct NoJitter;
     impl Jitter for NoJitter {
@@ -706,7 +905,16 @@ fn spacing(policy: &Backoff, streak: u32) -> Duration {
             200 // 0.8 + 200/1000 = exactly 1.0
         }
     }
-    policy.delay(streak.max(1), &mut NoJitter)
+    policy.delay(streak.saturating_add(1), &mut NoJitter)
+}
+
+/// The partitions of a described topic, sorted.
+fn sorted_partitions(topic: &Arc<str>, parts: &HashMap<i32, PartitionInfo>) -> Vec<TopicPartition> {
+    let mut ps: Vec<i32> = parts.keys().copied().collect();
+    ps.sort_unstable();
+    ps.into_iter()
+        .map(|p| TopicPartition::new(Arc::clone(topic), p))
+        .collect()
 }
 
 #[cfg(test)]

@@ -93,6 +93,24 @@ impl Rig {
         self.cluster
             .set_interest(Interest::Assignment, topics.iter().map(|t| Arc::from(*t)));
     }
+
+    /// A `partitions_for(topic)` caller with a minute to wait.
+    fn partitions_for(&mut self, id: u64, topic: &str) {
+        let now = self.now();
+        self.cluster
+            .wait_for_topic(CallId(id), topic, now + Duration::from_secs(60), now);
+    }
+
+    /// The answers to `partitions_for` callers so far, by caller.
+    fn partitions(&mut self) -> Vec<(u64, Result<Vec<TopicPartition>>)> {
+        self.events()
+            .into_iter()
+            .map(|e| match e {
+                ClusterEvent::Partitions { id, result } => (id.0, result),
+                ClusterEvent::Error(e) => panic!("{e}"),
+            })
+            .collect()
+    }
 }
 
 fn asked_topics(t: &Transmit) -> Vec<String> {
@@ -265,45 +283,289 @@ fn a_new_interest_in_an_unknown_topic_triggers_a_refresh_and_a_known_one_does_no
 }
 
 #[test]
-fn a_topic_nobody_is_interested_in_any_more_is_forgotten_by_the_next_answer() {
+fn a_topic_nobody_is_interested_in_any_more_is_kept_until_its_metadata_is_max_age_old_and_never_refreshed(
+) {
     let mut r = Rig::new();
     r.assign(&["t"]);
+    let learnt = r.now();
     r.refresh();
     assert!(!r.cluster.topic_id("t").is_zero());
     r.cluster.clear_interest(Interest::Assignment);
     r.cluster.request_update();
     r.advance(Duration::from_secs(1));
     let t = r.poll().unwrap();
+    assert!(
+        asked_topics(&t).is_empty(),
+        "not refreshed for its own sake"
+    );
+    r.answer(&t);
+    assert!(
+        matches!(r.cluster.leader(&tp("t", 0)), Leader::Known(..)),
+        "still described: younger than metadata.max.age.ms"
+    );
+    assert!(!r.cluster.topic_id("t").is_zero());
+    // The first answer after its metadata is max-age old forgets it.
+    let age = cluster_config().metadata_max_age;
+    r.at(r.now() + age);
+    assert!(r.now() - learnt > age);
+    let t = r.poll().expect("the max-age refresh");
     assert!(asked_topics(&t).is_empty());
     r.answer(&t);
     assert_eq!(r.cluster.leader(&tp("t", 0)), Leader::Unknown);
     assert!(r.cluster.topic_id("t").is_zero());
+    assert!(r.cluster.described().is_empty());
 }
 
 #[test]
-fn partitions_for_a_known_topic_is_answered_by_a_fresh_refresh() {
+fn a_topic_that_failed_is_forgotten_by_the_next_answer_once_nobody_wants_it() {
+    let mut r = Rig::new();
+    r.assign(&["t", "gone"]);
+    r.refresh();
+    assert!(matches!(
+        r.cluster.leader(&tp("gone", 0)),
+        Leader::Missing(_)
+    ));
+    r.assign(&["t"]);
+    r.cluster.request_update();
+    r.advance(Duration::from_secs(1));
+    r.refresh();
+    assert_eq!(r.cluster.leader(&tp("gone", 0)), Leader::Unknown);
+}
+
+#[test]
+fn partitions_for_a_known_topic_is_answered_from_the_cache_with_no_request() {
     let mut r = Rig::new();
     r.assign(&["t"]);
+    let answered = r.now();
     r.refresh();
     r.advance(Duration::from_secs(1));
-    let deadline = r.now() + Duration::from_secs(60);
-    r.cluster.wait_for_topic(CallId(7), "t", deadline);
-    assert!(r.events().is_empty(), "not from the cache: a fresh answer");
-    let t = r.poll().expect("a caller asks for fresh data");
-    r.answer(&t);
-    let ev = r.events();
-    let [ClusterEvent::Partitions {
-        id: CallId(7),
-        result: Ok(parts),
-    }] = &ev[..]
-    else {
+    r.partitions_for(7, "t");
+    let ev = r.partitions();
+    let [(7, Ok(parts))] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!(parts, &vec![tp("t", 0), tp("t", 1)]);
+    assert!(r.poll().is_none(), "no request");
     assert_eq!(
         r.cluster.poll_timeout(r.now()),
-        Some(r.now() + cluster_config().metadata_max_age),
-        "the answered caller's deadline is no longer a timer"
+        Some(answered + cluster_config().metadata_max_age),
+        "nothing to wake for but the max age"
+    );
+}
+
+#[test]
+fn twenty_partitions_for_calls_on_known_topics_are_answered_with_no_request_at_all() {
+    let mut r = Rig::new();
+    r.broker = r.broker.clone().topic("u", &[2, 1, 2], 5);
+    r.assign(&["t", "u"]);
+    r.refresh();
+    let before = r.cluster.generation();
+    let timer = r.cluster.poll_timeout(r.now());
+    for i in 0..20 {
+        r.advance(ms(3));
+        let topic = if i % 2 == 0 { "t" } else { "u" };
+        r.partitions_for(i, topic);
+        let ev = r.partitions();
+        let [(id, Ok(parts))] = &ev[..] else {
+            panic!("call {i}: {ev:?}")
+        };
+        assert_eq!(*id, i);
+        assert_eq!(parts.len(), if topic == "t" { 2 } else { 3 });
+        assert!(r.poll().is_none(), "call {i} sent a request");
+    }
+    assert_eq!(r.cluster.generation(), before);
+    assert_eq!(r.cluster.poll_timeout(r.now()), timer, "no new timer");
+}
+
+#[test]
+fn partitions_for_a_topic_learnt_for_an_earlier_call_is_answered_from_the_cache_until_max_age() {
+    let mut r = Rig::new();
+    r.broker = r.broker.clone().topic("u", &[1], 3);
+    let learnt = r.now();
+    r.partitions_for(1, "u");
+    let t = r.poll().expect("u is unknown: a request");
+    assert_eq!(asked_topics(&t), vec!["u".to_owned()]);
+    r.answer(&t);
+    assert!(matches!(&r.partitions()[..], [(1, Ok(p))] if p == &vec![tp("u", 0)]));
+    // Another topic's call, answered, does not make the cache forget u.
+    r.advance(ms(5));
+    r.partitions_for(2, "t");
+    let t = r.poll().expect("t is unknown: a request");
+    assert_eq!(
+        asked_topics(&t),
+        vec!["t".to_owned()],
+        "only what callers wait for"
+    );
+    r.answer(&t);
+    assert!(matches!(&r.partitions()[..], [(2, Ok(_))]));
+    r.advance(Duration::from_secs(60));
+    r.partitions_for(3, "u");
+    assert!(matches!(&r.partitions()[..], [(3, Ok(p))] if p == &vec![tp("u", 0)]));
+    assert!(r.poll().is_none(), "from the cache");
+    // Older than metadata.max.age.ms: asked again.
+    r.at(learnt + cluster_config().metadata_max_age);
+    r.partitions_for(4, "u");
+    assert!(r.partitions().is_empty(), "not from metadata that old");
+    let t = r.poll().expect("a fresh request");
+    assert_eq!(asked_topics(&t), vec!["u".to_owned()]);
+    r.answer(&t);
+    assert!(matches!(&r.partitions()[..], [(4, Ok(_))]));
+}
+
+#[test]
+fn successive_partitions_for_calls_on_new_topics_each_go_out_at_once() {
+    let mut r = Rig::new();
+    for n in 0..8 {
+        r.broker = r.broker.clone().topic(&format!("new{n}"), &[1, 2], 1);
+    }
+    r.refresh();
+    for n in 0..8u64 {
+        r.advance(ms(2));
+        let topic = format!("new{n}");
+        r.partitions_for(n, &topic);
+        let t = r
+            .poll()
+            .unwrap_or_else(|| panic!("call {n} waited for the spacing"));
+        assert_eq!(asked_topics(&t), vec![topic]);
+        r.answer(&t);
+        let ev = r.partitions();
+        assert!(
+            matches!(&ev[..], [(id, Ok(p))] if *id == n && p.len() == 2),
+            "{ev:?}"
+        );
+    }
+}
+
+#[test]
+fn partitions_for_an_unknown_topic_does_not_wait_behind_another_refresh_backoff() {
+    let mut r = Rig::new();
+    r.broker = r.broker.clone().topic("u", &[2], 1);
+    r.assign(&["t"]);
+    // t-0 has no leader: the cache keeps asking, and the answers bring nothing new.
+    r.broker.part(&tp("t", 0)).leader = -1;
+    r.refresh();
+    for _ in 0..4 {
+        let due = r.cluster.poll_timeout(r.now()).expect("spaced refresh");
+        r.at(due);
+        r.refresh();
+    }
+    let spaced = r.cluster.poll_timeout(r.now()).expect("spaced refresh") - r.now();
+    assert_eq!(
+        spaced,
+        ms(1000),
+        "the spacing has grown to retry.backoff.max.ms"
+    );
+    r.advance(ms(1));
+    r.partitions_for(1, "u");
+    let t = r.poll().expect("the new topic's request goes out at once");
+    r.answer(&t);
+    assert!(matches!(&r.partitions()[..], [(1, Ok(p))] if p == &vec![tp("u", 0)]));
+    // That answer brought news (u), so the spacing starts again from retry.backoff.ms, and
+    // grows again while t-0 stays leaderless: never a loop.
+    let mut gaps = Vec::new();
+    for _ in 0..4 {
+        let due = r.cluster.poll_timeout(r.now()).expect("spaced refresh");
+        gaps.push(due - r.now());
+        r.at(due);
+        r.refresh();
+    }
+    assert_eq!(gaps, [100, 200, 400, 800].map(ms).to_vec());
+}
+
+#[test]
+fn a_failing_cluster_still_backs_off_after_an_urgent_request_and_never_loops() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    r.advance(ms(10));
+    r.partitions_for(1, "u");
+    let t = r.poll().expect("at once");
+    let mut sent = vec![r.now()];
+    let body = r.broker.answer_error(&t, ErrorCode::Other(-1));
+    r.deliver(&t, &body);
+    // The caller still waits; its topic is asked again only after the growing spacing.
+    for _ in 0..5 {
+        assert!(r.poll().is_none(), "a retry without waiting");
+        let due = r.cluster.poll_timeout(r.now()).expect("a spaced retry");
+        r.at(due);
+        let t = r.poll().expect("the retry");
+        sent.push(r.now());
+        let body = r.broker.answer_error(&t, ErrorCode::Other(-1));
+        r.deliver(&t, &body);
+    }
+    let gaps: Vec<Duration> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, [200, 400, 800, 1000, 1000].map(ms).to_vec());
+    assert!(r.partitions().is_empty());
+}
+
+#[test]
+fn an_answer_that_brings_news_starts_the_spacing_again_from_retry_backoff() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.refresh();
+    for _ in 0..4 {
+        r.cluster.request_update();
+        let due = r.cluster.poll_timeout(r.now()).unwrap();
+        r.at(due);
+        r.refresh();
+    }
+    r.cluster.request_update();
+    let sent = r.cluster.poll_timeout(r.now()).unwrap();
+    assert_eq!(sent - r.now(), ms(1000), "nothing new four times: grown");
+    r.at(sent);
+    r.broker.part(&tp("t", 1)).leader = 1; // a leader moved
+    r.refresh();
+    r.cluster.request_update();
+    assert_eq!(
+        r.cluster.poll_timeout(r.now()),
+        Some(sent + ms(100)),
+        "news: back to retry.backoff.ms"
+    );
+}
+
+#[test]
+fn partitions_for_a_topic_that_did_not_exist_asks_afresh_and_sees_it_created() {
+    let mut r = Rig::new();
+    r.partitions_for(1, "late");
+    let t = r.poll().unwrap();
+    r.answer(&t);
+    let ev = r.partitions();
+    let [(1, Err(e))] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.kind(), ErrorKind::UnknownTopicOrPartition);
+    r.broker = r.broker.clone().topic("late", &[2], 1);
+    r.advance(ms(5));
+    r.partitions_for(2, "late");
+    assert!(
+        r.partitions().is_empty(),
+        "a failure is not answered from the cache"
+    );
+    let t = r.poll().expect("at once");
+    r.answer(&t);
+    assert!(matches!(&r.partitions()[..], [(2, Ok(p))] if p == &vec![tp("late", 0)]));
+}
+
+#[test]
+fn a_cancelled_partitions_for_caller_is_never_answered_and_its_topic_not_asked_again() {
+    let mut r = Rig::new();
+    r.partitions_for(1, "u");
+    let t = r.poll().unwrap();
+    r.cluster.cancel_waiter(CallId(1));
+    r.cluster.handle_failure(t.tag.id, &Failure::TimedOut);
+    r.net.close(t.route, "timed out");
+    r.advance(Duration::from_secs(2));
+    // The first round wants the closed link again, the second sends on it.
+    let t = r
+        .poll()
+        .or_else(|| r.poll())
+        .expect("the retry of the failed request");
+    assert!(asked_topics(&t).is_empty(), "{:?}", asked_topics(&t));
+    r.answer(&t);
+    assert!(r.events().is_empty());
+    assert_eq!(
+        r.cluster.poll_timeout(r.now()),
+        Some(r.now() + cluster_config().metadata_max_age)
     );
 }
 
@@ -311,7 +573,8 @@ fn partitions_for_a_known_topic_is_answered_by_a_fresh_refresh() {
 fn partitions_for_an_unknown_topic_is_an_error_naming_it() {
     let mut r = Rig::new();
     let deadline = r.now() + Duration::from_secs(60);
-    r.cluster.wait_for_topic(CallId(3), "nope", deadline);
+    r.cluster
+        .wait_for_topic(CallId(3), "nope", deadline, r.now());
     let t = r.poll().unwrap();
     assert_eq!(asked_topics(&t), vec!["nope".to_owned()]);
     r.answer(&t);
@@ -334,7 +597,7 @@ fn partitions_for_times_out_at_its_deadline_saying_why_no_broker_answered() {
     r.net = Net::new();
     r.net.down.insert(Peer::Bootstrap(0));
     let deadline = r.now() + Duration::from_secs(5);
-    r.cluster.wait_for_topic(CallId(9), "t", deadline);
+    r.cluster.wait_for_topic(CallId(9), "t", deadline, r.now());
     while r.now() < deadline {
         assert!(r.poll().is_none());
         r.cluster.handle_timeout(r.now(), &r.net.links);
@@ -486,7 +749,7 @@ fn rebootstrap_required_forgets_the_brokers_and_asks_a_bootstrap_server_again() 
 fn a_malformed_answer_fails_the_waiters_and_asks_again() {
     let mut r = Rig::new();
     let deadline = r.now() + Duration::from_secs(60);
-    r.cluster.wait_for_topic(CallId(1), "t", deadline);
+    r.cluster.wait_for_topic(CallId(1), "t", deadline, r.now());
     let sent = r.now();
     let t = r.poll().unwrap();
     r.deliver(&t, &malformed());
@@ -601,10 +864,15 @@ fn poll_timeout_never_returns_a_passed_instant() {
     let due = r.cluster.poll_timeout(r.now()).unwrap();
     assert_eq!(r.cluster.poll_timeout(due), None, "due now is not a timer");
     assert!(r.cluster.poll_timeout(due + ms(1)).is_none());
-    r.cluster.wait_for_topic(CallId(1), "t", due - ms(50));
+    // A caller whose deadline is due while its request is in flight.
+    r.at(due);
+    r.cluster
+        .wait_for_topic(CallId(1), "u", due + ms(50), r.now());
+    let _in_flight = r.poll().expect("the caller's request");
+    assert_eq!(r.cluster.poll_timeout(due), Some(due + ms(50)));
     assert_eq!(
-        r.cluster.poll_timeout(due - ms(50)),
-        Some(due),
+        r.cluster.poll_timeout(due + ms(50)),
+        None,
         "a deadline due now is not a timer"
     );
 }
@@ -639,6 +907,8 @@ fn run_random(seed: u32, steps: usize) {
     let mut last_sent: Option<Instant> = None;
     let mut waiters: BTreeMap<CallId, Instant> = BTreeMap::new();
     let mut answered: BTreeSet<u64> = BTreeSet::new();
+    // A new interest or caller since the last request: the next may go out at once.
+    let mut urgent = false;
     let mut next_waiter = 1u64;
     let ctx = |step: usize| format!("seed {seed} step {step}");
 
@@ -647,6 +917,7 @@ fn run_random(seed: u32, steps: usize) {
                  last_sent: &mut Option<Instant>,
                  waiters: &mut BTreeMap<CallId, Instant>,
                  answered: &mut BTreeSet<u64>,
+                 urgent: &mut bool,
                  step: usize| {
         let now = r.now();
         r.cluster.handle_timeout(now, &r.net.links);
@@ -658,14 +929,15 @@ fn run_random(seed: u32, steps: usize) {
             );
             if let Some(l) = *last_sent {
                 assert!(
-                    now - l >= ms(100),
-                    "{}: requests {:?} apart",
+                    now - l >= ms(100) || *urgent,
+                    "{}: requests {:?} apart with no new caller",
                     ctx(step),
                     now - l
                 );
             }
             *last_sent = Some(now);
             *outstanding = Some(t);
+            *urgent = false;
         }
         for e in r.events() {
             match e {
@@ -709,6 +981,7 @@ fn run_random(seed: u32, steps: usize) {
                     .collect();
                 r.cluster
                     .set_interest(Interest::Lookup(CallId(pick(3) as u64)), set);
+                urgent = true;
             }
             2 => r
                 .cluster
@@ -717,9 +990,11 @@ fn run_random(seed: u32, steps: usize) {
                 let id = next_waiter;
                 next_waiter += 1;
                 let deadline = r.now() + ms(200 + pick(5_000) as u64);
+                let now = r.now();
                 r.cluster
-                    .wait_for_topic(CallId(id), topics[pick(3) as usize], deadline);
+                    .wait_for_topic(CallId(id), topics[pick(3) as usize], deadline, now);
                 waiters.insert(CallId(id), deadline);
+                urgent = true;
             }
             4..=7 => {
                 if let Some(t) = outstanding.take() {
@@ -803,6 +1078,7 @@ fn run_random(seed: u32, steps: usize) {
             &mut last_sent,
             &mut waiters,
             &mut answered,
+            &mut urgent,
             step,
         );
     }
@@ -823,6 +1099,7 @@ fn run_random(seed: u32, steps: usize) {
                 &mut last_sent,
                 &mut waiters,
                 &mut answered,
+                &mut urgent,
                 step,
             );
         }
@@ -842,6 +1119,7 @@ fn run_random(seed: u32, steps: usize) {
             &mut last_sent,
             &mut waiters,
             &mut answered,
+            &mut urgent,
             step,
         );
     }

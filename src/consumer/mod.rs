@@ -26,7 +26,7 @@ use crate::group::commit::Committed;
 use crate::io::{self, Command, Event, IoHandle};
 use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
-use crate::types::{CallId, LeaderEpoch, OffsetReset, PositionEpoch, TopicPartition};
+use crate::types::{CallId, LeaderEpoch, NodeId, OffsetReset, PositionEpoch, TopicPartition};
 
 mod group;
 
@@ -90,6 +90,10 @@ pub struct PartitionMetrics {
     pub buffered_records: usize,
     /// Whether the partition is paused.
     pub paused: bool,
+    /// The node id of the broker the last records `poll` returned for this partition came
+    /// from: its leader, or (with `client.rack`, KIP-392) a follower in the consumer's rack
+    /// that the leader named; `None` before the first records.
+    pub fetched_from: Option<i32>,
 }
 
 /// A snapshot of the consumer's buffers, from [`Consumer::metrics`].
@@ -123,6 +127,8 @@ struct UserPart {
     /// The position cannot be found without a seek (auto.offset.reset=none): why.
     stuck: Option<Error>,
     end_offset: Option<i64>,
+    /// The broker the last records came from.
+    fetched_from: Option<NodeId>,
 }
 
 /// Interrupts a blocked call of a [`Consumer`] from another thread.
@@ -336,6 +342,7 @@ impl Consumer {
                         target: SeekTo::Default,
                         paused: false,
                         stuck: None,
+                        fetched_from: None,
                         end_offset: None,
                     },
                 );
@@ -794,6 +801,9 @@ impl Consumer {
                 n += take;
                 let last = &chunk.records[*idx - 1];
                 p.position = Some(last.offset + 1);
+                if chunk.source.is_some() {
+                    p.fetched_from = chunk.source;
+                }
                 p.leader_epoch = (last.leader_epoch >= 0).then_some(last.leader_epoch);
             }
             if *idx == chunk.records.len() {
@@ -1149,6 +1159,7 @@ impl Consumer {
                     .map(|(pos, end)| (end - pos).max(0)),
                 buffered_records: buffered.get(tp).copied().unwrap_or(0),
                 paused: p.paused,
+                fetched_from: p.fetched_from.map(|n| n.0),
             })
             .collect();
         partitions.sort_by(|a, b| a.partition.cmp(&b.partition));
@@ -1160,10 +1171,22 @@ impl Consumer {
         }
     }
 
-    /// The partitions of `topic`, from the cluster's metadata. Blocks up to
-    /// `default.api.timeout.ms`; a topic that does not exist is an error of kind
-    /// [`ErrorKind::UnknownTopicOrPartition`].
+    /// The partitions of `topic`, from the cluster's metadata. A topic whose metadata the
+    /// consumer fetched within the last `metadata.max.age.ms` (one it is assigned or
+    /// subscribed to, or one an earlier call asked about) is answered from its metadata
+    /// cache at once, as in the Java client; otherwise this sends a Metadata request and
+    /// blocks up to `default.api.timeout.ms` for its answer. A topic that does not exist is
+    /// an error of kind [`ErrorKind::UnknownTopicOrPartition`] (asked afresh on each call).
     pub fn partitions_for(&mut self, topic: &str) -> Result<Vec<TopicPartition>> {
+        self.check_open()?;
+        self.take_wakeup()?;
+        // A thread that stopped is reported by the round trip below, never hidden by the
+        // cache.
+        if self.io.is_running() {
+            if let Some(parts) = self.io.topics.partitions(topic, Instant::now()) {
+                return Ok(parts);
+            }
+        }
         let topic = topic.to_owned();
         self.ask("the metadata request", |id, deadline, reply| {
             Command::Partitions {

@@ -25,7 +25,7 @@ use crate::protocol::records::{
     control_type, decompress, decompress_into, BatchHeader, BatchIter, Compression, ControlType,
     RawBatch, RecordError, RecordIter, RecordRef, TimestampType, MIN_RECORD_SIZE,
 };
-use crate::types::{LeaderEpoch, PositionEpoch, TopicPartition};
+use crate::types::{LeaderEpoch, NodeId, PositionEpoch, TopicPartition};
 
 /// Largest decompressed size of one chunk: record positions are stored as `u32`.
 pub const MAX_INFLATED: usize = 512 * 1024 * 1024;
@@ -98,6 +98,9 @@ pub(crate) struct Chunk {
     /// The partition's end (high watermark, or last stable offset under read_committed)
     /// as of this response; -1 when unknown.
     pub end_offset: i64,
+    /// The broker the records came from (the leader, or a preferred read replica); `None`
+    /// for a position move.
+    pub source: Option<NodeId>,
     pub frame: Option<Arc<FetchedFrame>>,
     pub inflated: Vec<u8>,
     pub records: Vec<StoredRecord>,
@@ -168,6 +171,7 @@ impl Chunk {
             next_offset: to,
             last_epoch: leader_epoch,
             end_offset: -1,
+            source: None,
             frame: None,
             inflated: Vec::new(),
             records: Vec::new(),
@@ -584,6 +588,7 @@ impl<'a> ChunkBuilder<'a> {
                 next_offset,
                 last_epoch,
                 end_offset,
+                source: None,
                 frame: Some(Arc::clone(frame)),
                 inflated,
                 records,

@@ -395,7 +395,8 @@ impl ApplyPartition<'_, '_> {
                 self.answer.decoded_out += c.charged();
             }
         }
-        if let Some(c) = decoded.chunk {
+        if let Some(mut c) = decoded.chunk {
+            c.source = Some(self.answer.node);
             self.p.move_past(&c);
             self.events.push_back(FetchEvent::Chunk(c));
         }

@@ -8,6 +8,13 @@
 //! 2. A partition is in at most one request at a time; retriable errors and failed requests
 //!    wait a growing backoff before the partition is asked again.
 //! 3. [`Lookups::poll_timeout`] only returns future instants.
+//! 4. Leaders come from the metadata cache, as in the Java client's `OffsetFetcher`: a
+//!    lookup sends no Metadata request itself, and asks the cache for a refresh only when a
+//!    leader is unknown or an answer says it moved. Its topics are an interest of the cache
+//!    while it runs, so a topic the cache does not describe is asked for at once (the
+//!    cluster's invariant 6) and one it describes costs no Metadata round trip.
+//! 5. Each lookup waits only its own backoff: one lookup's retries never delay another's
+//!    requests.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -282,6 +289,7 @@ impl Lookups {
             return;
         }
         if let Some(problem) = retry {
+            log::debug!("lookup {id}: {problem} from {route}; retrying after a backoff");
             self.backoff(id, now, problem);
             return;
         }

@@ -1,10 +1,10 @@
 //! The user side's handle on the I/O thread: the commands it sends, the events it gets
 //! back, and starting and stopping the thread (a panic on it is caught and reported).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use mio::{Poll, Waker};
 
 use super::{IoLoop, WAKER};
 use crate::buffer::Budget;
+use crate::cluster::Described;
 use crate::config::ConsumerConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::chunk::Chunk;
@@ -156,11 +157,44 @@ impl PollClock {
     }
 }
 
+/// The partitions of the topics the metadata cache describes, shared with the user side so
+/// that `partitions_for` on such a topic is answered without a round trip to the I/O
+/// thread: the I/O thread publishes the cache's [`described`](crate::cluster::Cluster::described)
+/// topics after each answer it applies, the user side reads one topic under the lock.
+/// Each topic carries the instant after which it must not be answered from here (its
+/// metadata is then older than `metadata.max.age.ms`; `None`: no limit), so this answers
+/// exactly what the cache itself would.
+#[derive(Default)]
+pub(crate) struct TopicCache {
+    topics: Mutex<HashMap<Arc<str>, Described>>,
+}
+
+impl TopicCache {
+    /// Replaces the published topics.
+    pub fn publish(&self, described: Vec<Described>) {
+        let topics = described
+            .into_iter()
+            .map(|d| (Arc::clone(&d.topic), d))
+            .collect();
+        *self.topics.lock().unwrap_or_else(|e| e.into_inner()) = topics;
+    }
+
+    /// The partitions of `topic`, if published and still fresh at `now`.
+    pub fn partitions(&self, topic: &str, now: Instant) -> Option<Vec<TopicPartition>> {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let d = topics.get(topic)?;
+        d.fresh_until
+            .is_none_or(|u| now < u)
+            .then(|| d.partitions.clone())
+    }
+}
+
 /// Handle to the running I/O thread.
 pub(crate) struct IoHandle {
     pub events: Receiver<Event>,
     pub budget: Arc<Budget>,
     pub poll_clock: Arc<PollClock>,
+    pub topics: Arc<TopicCache>,
     commands: Sender<Command>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
@@ -177,6 +211,14 @@ impl IoHandle {
         self.waker
             .wake()
             .map_err(|e| Error::io(e, "waking the I/O thread"))
+    }
+
+    /// Whether the thread is still running (it has not ended, for whatever reason).
+    pub fn is_running(&self) -> bool {
+        matches!(
+            self.done.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Empty)
+        )
     }
 
     /// Stops the thread and waits up to `timeout` for it to end (it is left to finish on
@@ -216,6 +258,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
     let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let poll_clock = Arc::new(PollClock::new());
+    let topics = Arc::new(TopicCache::default());
     let token_provider = match (cfg.security_protocol.uses_sasl(), cfg.sasl.mechanism) {
         (true, Some(crate::security::SaslMechanism::OAuthBearer)) => cfg.token_provider(),
         _ => None,
@@ -228,6 +271,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         ev_tx.clone(),
         Arc::clone(&budget),
         Arc::clone(&poll_clock),
+        Arc::clone(&topics),
     )?;
     let thread = std::thread::Builder::new()
         .name("kafka-consumer".into())
@@ -268,6 +312,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         events: ev_rx,
         budget,
         poll_clock,
+        topics,
         waker,
         thread: Some(thread),
         done: done_rx,

@@ -44,7 +44,7 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token, Waker};
 
 use self::conn::InFlight;
-pub(crate) use self::handle::{spawn, Command, Event, IoHandle, PollClock};
+pub(crate) use self::handle::{spawn, Command, Event, IoHandle, PollClock, TopicCache};
 use self::net::{Net, NetEvent, NetSettings};
 use self::setup::Components;
 use self::user::Replies;
@@ -57,6 +57,7 @@ use crate::fetch::fetcher::Fetcher;
 use crate::fetch::lookup::Lookups;
 use crate::group::{Group, GroupCommand};
 use crate::link::{Failure, Links, Owner, Peer, Route, Tag, Transmit};
+use crate::types::MetadataGeneration;
 
 const WAKER: Token = Token(0);
 
@@ -73,11 +74,16 @@ struct IoLoop {
     jitter: XorShift,
     bootstrap: Vec<(String, u16)>,
     poll_clock: Arc<PollClock>,
+    /// The metadata cache's topics as the user side reads them, and the cache generation
+    /// last published there.
+    topic_cache: Arc<TopicCache>,
+    published: Option<MetadataGeneration>,
     /// The last connection error reported to the user (see `report_security_error`).
     last_security_error: Option<String>,
 }
 
 impl IoLoop {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         cfg: ConsumerConfig,
         poll: Poll,
@@ -86,6 +92,7 @@ impl IoLoop {
         ev_tx: Sender<Event>,
         budget: Arc<Budget>,
         poll_clock: Arc<PollClock>,
+        topic_cache: Arc<TopicCache>,
     ) -> Result<IoLoop> {
         let bootstrap = cfg
             .bootstrap
@@ -127,6 +134,8 @@ impl IoLoop {
             jitter: XorShift::new(setup::seed(3)),
             bootstrap,
             poll_clock,
+            topic_cache,
+            published: None,
             last_security_error: None,
         })
     }
@@ -257,6 +266,16 @@ impl IoLoop {
         self.forward_events(now);
     }
 
+    /// Hands the metadata cache's topics to the user side when an answer changed them
+    /// (before the answers to callers go out, so that a caller's next call finds them).
+    fn publish_topics(&mut self) {
+        let generation = self.cluster.generation();
+        if self.published != Some(generation) {
+            self.published = Some(generation);
+            self.topic_cache.publish(self.cluster.described());
+        }
+    }
+
     fn send(&mut self, t: Transmit, now: Instant) {
         let route = t.route;
         match self.net.send(t, now) {
@@ -288,6 +307,11 @@ impl IoLoop {
 
     /// A link could not be opened: the components that use it decide what that means.
     fn link_failed(&mut self, route: Route, why: &str, now: Instant) {
+        // A broker that cannot be reached may be gone for good: newer metadata says who
+        // leads its partitions now (a refresh, spaced by the cluster, not a loop).
+        if let Peer::Node(_) = route.peer {
+            self.cluster.request_update();
+        }
         self.fetcher.link_failed(route);
         if let Some(g) = &mut self.group {
             g.link_failed(route, why, now);

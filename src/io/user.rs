@@ -71,7 +71,7 @@ impl IoLoop {
                 reply,
             } => {
                 self.replies.partitions.insert(id, reply);
-                self.cluster.wait_for_topic(id, &topic, deadline);
+                self.cluster.wait_for_topic(id, &topic, deadline, now);
             }
             Command::Commit {
                 id,
@@ -133,7 +133,9 @@ impl IoLoop {
                 if self.replies.lookups.remove(&id).is_some() {
                     self.lookups.cancel(id, &mut self.cluster);
                 }
-                self.replies.partitions.remove(&id);
+                if self.replies.partitions.remove(&id).is_some() {
+                    self.cluster.cancel_waiter(id);
+                }
                 self.replies.committed.remove(&id);
                 self.replies.commits.remove(&id);
             }
@@ -196,7 +198,8 @@ impl IoLoop {
                 let _ = reply.send(Err(e.clone()));
             }
         }
-        for (_, reply) in self.replies.partitions.drain() {
+        for (id, reply) in self.replies.partitions.drain() {
+            self.cluster.cancel_waiter(id);
             let _ = reply.send(Err(e.clone()));
         }
         for (_, reply) in self.replies.committed.drain() {
@@ -264,6 +267,7 @@ impl IoLoop {
     /// Hands what the components have for the user side to it (and to the fetcher, what
     /// the group has for it).
     pub(super) fn forward_events(&mut self, now: Instant) {
+        self.publish_topics();
         while let Some(e) = self.fetcher.poll_event() {
             let ev = match e {
                 FetchEvent::Chunk(c) => Event::Chunk(c),

@@ -47,6 +47,8 @@ pub enum Event {
         offsets: Vec<(String, i32, i64)>,
     },
     Left,
+    /// A `warn` line: an error the member rode out (`--on-error continue`).
+    Warn(String),
     /// An `error` line, or a line that does not parse.
     Error(String),
 }
@@ -107,6 +109,7 @@ impl std::fmt::Display for Event {
                 write!(f, "committed {}", v.join(","))
             }
             Event::Left => write!(f, "left"),
+            Event::Warn(m) => write!(f, "warn {m}"),
             Event::Error(m) => write!(f, "error {m}"),
         }
     }
@@ -127,6 +130,7 @@ impl Event {
             "ready" => Event::Ready,
             "left" => Event::Left,
             "error" => Event::Error(rest.to_owned()),
+            "warn" => Event::Warn(rest.to_owned()),
             "assigned" => {
                 let (generation, partitions) = owned(rest)?;
                 Event::Assigned {
@@ -208,6 +212,10 @@ pub struct JavaMemberOptions {
     /// Any other consumer properties (security settings, for instance), by their Java
     /// names: `--prop` for the Java member, `--set` for ours.
     pub props: Vec<(String, String)>,
+    /// Ours only: also commit what was consumed every this many milliseconds.
+    pub commit_every_ms: Option<u64>,
+    /// Ours only: ride out `poll` and commit errors (`warn` lines) instead of exiting.
+    pub on_error_continue: bool,
 }
 
 impl JavaMemberOptions {
@@ -228,6 +236,8 @@ impl JavaMemberOptions {
             commit_on_revoke: true,
             auto_offset_reset: Some("earliest".into()),
             props: Vec::new(),
+            commit_every_ms: None,
+            on_error_continue: false,
         }
     }
 }
@@ -355,6 +365,19 @@ impl JavaMember {
             if let Some(v) = v {
                 cmd.args([k, &v]);
             }
+        }
+        if kind == "our" {
+            if let Some(ms) = opts.commit_every_ms {
+                cmd.args(["--commit-every-ms", &ms.to_string()]);
+            }
+            if opts.on_error_continue {
+                cmd.args(["--on-error", "continue"]);
+            }
+        } else {
+            assert!(
+                opts.commit_every_ms.is_none() && !opts.on_error_continue,
+                "GroupMember.java has no --commit-every-ms or --on-error"
+            );
         }
         let prop = if kind == "our" { "--set" } else { "--prop" };
         for (k, v) in &opts.props {

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fake;
 pub mod java_member;
 
@@ -94,8 +95,9 @@ fn java_classes() -> &'static PathBuf {
                 .arg(root().join("scripts/java/TestProducer.java"))
                 .arg(root().join("scripts/java/TestAdmin.java"))
                 .arg(root().join("scripts/java/AssignorCheck.java"))
-                .arg(root().join("scripts/java/GroupMember.java")),
-            "compiling scripts/java/TestProducer.java, TestAdmin.java, AssignorCheck.java and GroupMember.java",
+                .arg(root().join("scripts/java/GroupMember.java"))
+                .arg(root().join("scripts/java/SeqProducer.java")),
+            "compiling scripts/java/TestProducer.java, TestAdmin.java, AssignorCheck.java, GroupMember.java and SeqProducer.java",
         );
         dir
     })

@@ -548,6 +548,127 @@ fn a_broker_too_old_for_a_timestamp_fails_the_lookup() {
     assert_eq!(e.kind(), ErrorKind::Unsupported);
 }
 
+// ----- metadata from the cache ----------------------------------------------------------------
+
+#[test]
+fn lookups_on_known_topics_use_the_cached_leaders_and_send_no_metadata_request() {
+    let mut r = Rig::new();
+    let all = [(tp("t", 0), -2), (tp("t", 1), -2), (tp("t", 2), -2)];
+    r.start(1, &all, secs(60));
+    for t in r.sends() {
+        r.answer(&t);
+    }
+    assert!(matches!(&r.events()[..], [(CallId(1), Ok(_))]));
+    assert_eq!(r.metadata.len(), 1, "t was unknown: one request");
+    for id in 2..22u64 {
+        r.at(r.now() + ms(3));
+        let ts = if id % 2 == 0 { -2 } else { -1 };
+        let query: Vec<(TopicPartition, i64)> =
+            all.iter().map(|(tp, _)| (tp.clone(), ts)).collect();
+        r.start(id, &query, secs(60));
+        let sent = r.round();
+        assert_eq!(
+            sent.len(),
+            2,
+            "lookup {id}: one request per leader, in the first round"
+        );
+        for t in &sent {
+            r.answer(t);
+        }
+        let ev = r.events();
+        assert!(
+            matches!(&ev[..], [(CallId(i), Ok(found))] if *i == id && found.len() == 3),
+            "{ev:?}"
+        );
+    }
+    assert_eq!(r.metadata.len(), 1, "no Metadata request: {:?}", r.metadata);
+}
+
+#[test]
+fn a_lookup_on_a_new_topic_does_not_wait_behind_another_lookups_metadata_backoff() {
+    let mut r = Rig::new();
+    r.broker = r.broker.clone().topic("u", &[2], 7);
+    // Lookup 1 waits for a leader of t-0: refreshes that bring nothing new, spaced ever
+    // further apart.
+    r.broker.part(&tp("t", 0)).leader = -1;
+    r.start(1, &[(tp("t", 0), -1)], secs(60));
+    // The first round connects the bootstrap link, the second asks for t at once.
+    for _ in 0..3 {
+        if r.metadata.is_empty() {
+            assert!(r.round().is_empty());
+        }
+    }
+    assert_eq!(r.metadata.len(), 1);
+    while r.metadata.len() < 5 {
+        let next = r.next_timer().expect("a timer");
+        r.at(next);
+        assert!(r.round().is_empty());
+    }
+    let spacing = r.cluster.poll_timeout(r.now()).expect("spaced") - r.now();
+    assert_eq!(spacing, ms(1000), "grown to retry.backoff.max.ms");
+    r.at(r.now() + ms(1));
+    r.start(2, &[(tp("u", 0), -1)], secs(60));
+    assert!(r.round().is_empty(), "u's leader is not known yet");
+    assert_eq!(r.metadata.len(), 6, "u's metadata asked at once");
+    assert!(r.metadata[5].contains(&"u".to_owned()), "{:?}", r.metadata);
+    // Then the ListOffsets, once broker 2's control link is up: no time passes.
+    let at = r.now();
+    let sent = r.sends();
+    assert_eq!(r.now(), at);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(asked(&sent[0]), vec![(tp("u", 0), -1)]);
+    r.answer(&sent[0]);
+    let ev = r.events();
+    assert!(
+        matches!(&ev[..], [(CallId(2), Ok(found))] if found[&tp("u", 0)] == Some((7, -1))),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_lookup_does_not_wait_behind_another_lookups_retry_backoff() {
+    let mut r = Rig::new();
+    r.start(1, &[(tp("t", 0), -1)], secs(60));
+    let t = r.send_one();
+    r.answer_error(&t, ErrorCode::REQUEST_TIMED_OUT);
+    assert!(r.lookups.poll_timeout(r.now()).is_some_and(|t| t > r.now()));
+    r.start(2, &[(tp("t", 0), -2)], secs(60));
+    let sent = r.round();
+    assert_eq!(sent.len(), 1, "lookup 2 goes out at once");
+    assert_eq!(asked(&sent[0]), vec![(tp("t", 0), -2)]);
+    r.answer(&sent[0]);
+    assert!(matches!(&r.events()[..], [(CallId(2), Ok(_))]));
+}
+
+#[test]
+fn a_lookup_on_a_topic_that_did_not_exist_asks_afresh_and_sees_it_created() {
+    let mut r = Rig::new();
+    r.start(1, &[(tp("late", 0), -1)], secs(60));
+    for _ in 0..3 {
+        r.round();
+    }
+    let ev = r.events();
+    assert!(
+        matches!(&ev[..], [(CallId(1), Err(e))] if e.kind() == ErrorKind::UnknownTopicOrPartition),
+        "{ev:?}"
+    );
+    r.broker = r.broker.clone().topic("late", &[1], 4);
+    r.at(r.now() + ms(5));
+    r.start(2, &[(tp("late", 0), -1)], secs(60));
+    let t = r.send_one();
+    assert_eq!(
+        r.metadata.len(),
+        2,
+        "a fresh Metadata request, not the cached failure"
+    );
+    r.answer(&t);
+    let ev = r.events();
+    assert!(
+        matches!(&ev[..], [(CallId(2), Ok(found))] if found[&tp("late", 0)] == Some((4, -1))),
+        "{ev:?}"
+    );
+}
+
 // ----- randomized --------------------------------------------------------------------------
 
 /// Random lookups, cancels, answers (good, retriable and fatal errors, malformed, stale),

@@ -2,6 +2,13 @@
 //! `ConsumerCoordinator.onLeaderElected`): JoinGroup, the leader's assignment (after
 //! waiting for partition counts when the metadata lacks some), SyncGroup, and applying the
 //! assignment it returns. Both requests travel on the join lane.
+//!
+//! The leader reads the other members' subscriptions as Java's `ConsumerProtocol` does
+//! (a newer version by the prefix it knows). Where Java's leader fails the rebalance on one
+//! it cannot read (`onLeaderElected` throws from `poll`, and again in every rebalance while
+//! that member stays), ours assigns that member nothing (an empty assignment, which any
+//! client decodes), logs a warning naming it, and assigns the rest as usual: one broken
+//! client does not stop the whole group.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -277,7 +284,12 @@ impl ClassicMember {
             );
             return;
         }
+        // A member whose subscription does not decode (another client's bug, or garbage)
+        // gets nothing: the rest of the group is assigned as if it subscribed to nothing.
+        // (Java's leader throws the SchemaException from its poll and rejoins, and fails
+        // the same way in every rebalance while that member is in the group.)
         let mut members = Vec::with_capacity(resp.members.len());
+        let mut undecodable = Vec::new();
         for m in &resp.members {
             match ConsumerProtocolSubscription::decode(&m.metadata.0) {
                 Ok(s) => members.push(MemberSubscription {
@@ -290,15 +302,18 @@ impl ClassicMember {
                     user_data: s.user_data.map(|b| b.0),
                 }),
                 Err(e) => {
-                    let msg = format!(
-                        "group {}: member {}'s subscription is malformed; rejoining",
-                        self.core.group(),
-                        m.member_id
+                    log::warn!(
+                        "{}",
+                        undecodable_subscription(
+                            self.core.group(),
+                            self.generation,
+                            &m.member_id,
+                            m.group_instance_id.as_deref(),
+                            &m.metadata.0,
+                            &e
+                        )
                     );
-                    self.core
-                        .report("JoinGroup subscription".into(), Error::decode(e, msg));
-                    self.retry_join(now, false, "a member's subscription is malformed");
-                    return;
+                    undecodable.push(m.member_id.clone());
                 }
             }
         }
@@ -324,7 +339,11 @@ impl ClassicMember {
             );
             return;
         }
-        let leading = Leading { protocol, members };
+        let leading = Leading {
+            protocol,
+            members,
+            undecodable,
+        };
         if self.counts_known(cluster) {
             let sync = self.assign(leading, cluster);
             self.transition(State::AwaitSync(sync), "leader assigned");
@@ -365,6 +384,7 @@ impl ClassicMember {
             leading: Leading {
                 protocol: String::new(),
                 members: Vec::new(),
+                undecodable: Vec::new(),
             },
             since: now,
             seen: MetadataGeneration(0),
@@ -379,7 +399,11 @@ impl ClassicMember {
 
     /// Runs the chosen assignor over the group's subscriptions and what the metadata knows.
     fn assign(&mut self, leading: Leading, cluster: &Cluster) -> Sync {
-        let Leading { protocol, members } = leading;
+        let Leading {
+            protocol,
+            members,
+            undecodable,
+        } = leading;
         let mut topics: BTreeMap<String, Vec<PartitionInfo>> = BTreeMap::new();
         let mut snapshot = BTreeMap::new();
         let racks = self.has_rack();
@@ -396,8 +420,9 @@ impl ClassicMember {
             .collect();
         if !unknown.is_empty() {
             log::warn!(
-                "group {}: assigning without topics the metadata does not describe: {unknown:?}",
-                self.core.group()
+                "group {}: assigning without topics the metadata does not describe: {}",
+                self.core.group(),
+                some_of(&unknown, MAX_LOGGED_TOPICS)
             );
         }
         let assignor = self
@@ -406,7 +431,12 @@ impl ClassicMember {
             .iter()
             .find(|a| a.name() == protocol)
             .expect("the protocol was checked against the assignors");
-        let result = assignor.assign(&topics, &members);
+        let mut result = assignor.assign(&topics, &members);
+        // An empty assignment, which every client decodes, rather than none (which the
+        // member would take as "rejoin", and so would start the next rebalance at once).
+        for id in undecodable {
+            result.entry(id).or_default();
+        }
         log::info!(
             "group {}: leader of generation {} assigned with {protocol}: {result:?}",
             self.core.group(),
@@ -757,4 +787,43 @@ pub(super) fn from_wire(parts: &[cp::TopicPartition]) -> BTreeSet<TopicPartition
 /// A problem with what the group's members or coordinator sent.
 pub(super) fn protocol_error(message: String) -> Error {
     Error::new(ErrorKind::Protocol, message)
+}
+
+/// The most topic names a log line lists.
+pub(super) const MAX_LOGGED_TOPICS: usize = 20;
+
+/// `items` for a log line: all of them if there are at most `max`, else the first `max`
+/// and how many more.
+pub(super) fn some_of<T: std::fmt::Debug>(items: &[T], max: usize) -> String {
+    if items.len() <= max {
+        return format!("{items:?}");
+    }
+    format!("{:?} and {} more", &items[..max], items.len() - max)
+}
+
+/// The leader's warning about member `member_id`, whose subscription `metadata` did not
+/// decode (`e`): names the member and what was wrong (the version it claims, the size),
+/// never the bytes. Ids come from other clients: quoted, control characters escaped.
+pub(super) fn undecodable_subscription(
+    group: &str,
+    generation: GenerationId,
+    member_id: &str,
+    instance_id: Option<&str>,
+    metadata: &[u8],
+    e: &DecodeError,
+) -> String {
+    let what = if is_empty_payload(e) {
+        "is empty".to_owned()
+    } else {
+        let version = match metadata {
+            [a, b, ..] => format!("version {}", i16::from_be_bytes([*a, *b])),
+            _ => "no version".to_owned(),
+        };
+        format!("does not decode ({e}; {version}, {} bytes)", metadata.len())
+    };
+    let instance = instance_id.map_or(String::new(), |i| format!(" (group.instance.id {i:?})"));
+    format!(
+        "group {group}: generation {generation}: member {member_id:?}{instance}: its \
+         subscription {what}; assigning it nothing and the other members as usual"
+    )
 }

@@ -156,7 +156,10 @@ struct Sync {
 #[derive(Debug)]
 struct Leading {
     protocol: String,
+    /// The members whose subscriptions decoded: the assignor's input.
     members: Vec<MemberSubscription>,
+    /// The members whose subscriptions did not decode: they get an empty assignment.
+    undecodable: Vec<String>,
 }
 
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use super::join::{from_wire, to_wire};
+use super::join::{from_wire, some_of, to_wire, undecodable_subscription, MAX_LOGGED_TOPICS};
 use super::*;
 use crate::backoff::XorShift;
 use crate::group::assignor::{CooperativeSticky, Range, RoundRobin};
@@ -675,6 +675,187 @@ fn a_pattern_subscription_follows_the_topics_the_metadata_shows() {
     r.broker = r.broker.clone().topic("t3", &[1], 10);
     r.run_until(secs(400), |r| r.clients[0].member.owned().len() == 3);
     assert!(r.clients[0].member.owned().contains(&tp("t3", 0)));
+}
+
+// ----- the leader and what other clients send -------------------------------------------
+
+/// Subscriptions no consumer protocol reader can decode, by what is wrong with them.
+fn undecodable_subscriptions() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("empty", vec![]),
+        ("a negative version", vec![0xff, 0xff, 0, 0, 0, 0]),
+        ("a version and nothing else", vec![0, 3]),
+        (
+            "i32::MAX topics in ten bytes",
+            vec![0, 3, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0],
+        ),
+        (
+            "a topic name that is not UTF-8",
+            vec![0, 0, 0, 0, 0, 1, 0, 2, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff],
+        ),
+        ("JSON", br#"{"topics":["t"],"version":3}"#.to_vec()),
+    ]
+}
+
+/// A subscription to `topics` at version 3 (what the Java client writes).
+fn subscription_bytes(topics: &[&str]) -> Vec<u8> {
+    ConsumerProtocolSubscription {
+        topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+        ..Default::default()
+    }
+    .encode()
+}
+
+/// Two of our members on `t` (4 partitions) with range, and a member of another client,
+/// `foreign`, offering `metadata` for range; all stable.
+fn beside_a_foreign_member(foreign: &str, metadata: Vec<u8>) -> Rig {
+    let mut r = Rig::new(&[("t", 4)]);
+    r.add(config(range()));
+    r.add(config(range()));
+    r.subscribe(0, &["t"]);
+    r.settle();
+    let now = r.now();
+    r.group
+        .add_foreign(foreign, vec![("range".to_owned(), metadata)], now);
+    r.subscribe(1, &["t"]);
+    r.run_until(secs(30), Rig::all_stable);
+    let last = r.group.completed.last().unwrap();
+    assert_eq!(last.leader, "c0-001", "ours leads");
+    assert_eq!(last.members, ["c0-001", "c1-002", foreign]);
+    r
+}
+
+#[test]
+fn the_leader_assigns_nothing_to_a_member_whose_subscription_does_not_decode_and_the_rest_normally()
+{
+    for (what, garbage) in undecodable_subscriptions() {
+        assert!(
+            ConsumerProtocolSubscription::decode(&garbage).is_err(),
+            "{what}"
+        );
+        let mut r = beside_a_foreign_member("zz-broken", garbage);
+        // The broken member is left out of the assignor's input; ours share the topic.
+        assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1]), "{what}");
+        assert_eq!(r.clients[1].member.owned(), tps("t", &[2, 3]), "{what}");
+        // It gets an empty assignment it can decode (not none, which means "rejoin").
+        let theirs = r.group.assignment_of("zz-broken").unwrap();
+        assert_eq!(
+            ConsumerProtocolAssignment::decode(theirs).unwrap(),
+            ConsumerProtocolAssignment::default(),
+            "{what}"
+        );
+        // A warning in the leader's log, nothing for the applications.
+        for c in &r.clients {
+            assert!(c.errors.is_empty(), "{what}: {:?}", c.errors);
+        }
+        // And that generation stands: no rebalance follows.
+        let generations = r.group.completed.len();
+        r.run_for(secs(60));
+        assert_eq!(r.group.completed.len(), generations, "{what}");
+        assert!(r.all_stable(), "{what}");
+    }
+}
+
+#[test]
+fn the_leaders_warning_about_an_undecodable_subscription_names_the_member_and_the_fault_not_the_bytes(
+) {
+    let mut huge = vec![0, 3, 0x7f, 0xff, 0xff, 0xff];
+    huge.resize(1 << 20, b'A');
+    let e = ConsumerProtocolSubscription::decode(&huge).unwrap_err();
+    let line = undecodable_subscription(
+        "g",
+        GenerationId(4),
+        "rogue-1\n[fake log line]",
+        Some("host-9"),
+        &huge,
+        &e,
+    );
+    assert_eq!(
+        line,
+        "group g: generation 4: member \"rogue-1\\n[fake log line]\" (group.instance.id \
+         \"host-9\"): its subscription does not decode (ConsumerProtocolSubscription.topics: \
+         bad length or count 2147483647; version 3, 1048576 bytes); assigning it nothing \
+         and the other members as usual"
+    );
+    let e = ConsumerProtocolSubscription::decode(&[]).unwrap_err();
+    let line = undecodable_subscription("g", GenerationId(4), "m", None, &[], &e);
+    assert_eq!(
+        line,
+        "group g: generation 4: member \"m\": its subscription is empty; assigning it \
+         nothing and the other members as usual"
+    );
+}
+
+#[test]
+fn a_member_with_a_newer_subscription_version_is_read_by_the_part_v3_knows_and_assigned_normally() {
+    // Version 9 with a field appended that v3 does not know: read as v3 (Java does the
+    // same), so the member gets its share of what it subscribes to.
+    let mut v9 = subscription_bytes(&["t"]);
+    v9[..2].copy_from_slice(&9i16.to_be_bytes());
+    v9.extend_from_slice(&[0, 0, 0, 3, 1, 2, 3]);
+    let r = beside_a_foreign_member("zz-newer", v9);
+    // Range over three members of `t` (4 partitions), in member id order.
+    assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1]));
+    assert_eq!(r.clients[1].member.owned(), tps("t", &[2]));
+    let theirs = r.group.assignment_of("zz-newer").unwrap();
+    assert_eq!(
+        theirs[..2],
+        [0, 3],
+        "the assignment is written at the version we know"
+    );
+    assert_eq!(assigned(theirs), tps("t", &[3]));
+    assert!(r.clients.iter().all(|c| c.errors.is_empty()));
+}
+
+#[test]
+fn a_member_subscribing_to_no_topics_gets_an_empty_assignment_and_the_others_share_everything() {
+    let r = beside_a_foreign_member("zz-idle", subscription_bytes(&[]));
+    assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1]));
+    assert_eq!(r.clients[1].member.owned(), tps("t", &[2, 3]));
+    let theirs = r.group.assignment_of("zz-idle").unwrap();
+    assert_eq!(
+        ConsumerProtocolAssignment::decode(theirs).unwrap(),
+        ConsumerProtocolAssignment::default()
+    );
+}
+
+#[test]
+fn a_member_subscribing_to_thousands_of_missing_topics_gets_its_share_after_one_metadata_refresh() {
+    let missing: Vec<String> = (0..20_000).map(|i| format!("missing-{i:05}")).collect();
+    let mut topics: Vec<&str> = missing.iter().map(String::as_str).collect();
+    topics.push("t");
+    let mut r = Rig::new(&[("t", 4)]);
+    r.add(config(range()));
+    r.subscribe(0, &["t"]);
+    r.settle();
+    let (sim_start, metadata) = (r.now(), r.clients[0].metadata);
+    r.group.add_foreign(
+        "zz-greedy",
+        vec![("range".to_owned(), subscription_bytes(&topics))],
+        sim_start,
+    );
+    r.run_until(secs(30), Rig::all_stable);
+    // The leader learned of the rebalance from its next heartbeat, asked for the counts
+    // once and assigned when the answer came: the missing topics are skipped, the
+    // existing one is shared.
+    assert!(r.now() <= sim_start + secs(3), "{:?}", r.now() - sim_start);
+    assert_eq!(r.clients[0].metadata, metadata + 1);
+    assert_eq!(r.clients[0].member.owned(), tps("t", &[0, 1]));
+    assert_eq!(
+        assigned(r.group.assignment_of("zz-greedy").unwrap()),
+        tps("t", &[2, 3])
+    );
+    assert!(r.clients[0].errors.is_empty());
+}
+
+#[test]
+fn log_lines_name_at_most_twenty_topics_and_count_the_rest() {
+    let few: Vec<String> = (0..3).map(|i| format!("t{i}")).collect();
+    assert_eq!(some_of(&few, MAX_LOGGED_TOPICS), r#"["t0", "t1", "t2"]"#);
+    let many: Vec<String> = (0..25).map(|i| format!("t{i}")).collect();
+    let line = some_of(&many, MAX_LOGGED_TOPICS);
+    assert!(line.ends_with(r#""t19"] and 5 more"#), "{line}");
+    assert!(!line.contains("t20"), "{line}");
 }
 
 // ----- errors: JoinGroup --------------------------------------------------------------

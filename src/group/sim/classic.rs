@@ -16,7 +16,12 @@
 //! - heartbeats: REBALANCE_IN_PROGRESS while preparing, ILLEGAL_GENERATION for another
 //!   generation, UNKNOWN_MEMBER_ID for an unknown member, FENCED_INSTANCE_ID for a replaced
 //!   static member; sessions expire after the member's session timeout without a request
-//!   (a member with a held JoinGroup or SyncGroup stays alive).
+//!   (a member with a held JoinGroup or SyncGroup stays alive);
+//! - a foreign member ([`SimGroup::add_foreign`]) stands for a client the rig does not run
+//!   (another implementation, or one sending garbage): it offers the metadata the test
+//!   gives, is ready for every rebalance at once, never leads, never expires, and keeps
+//!   whatever assignment the leader sends it for the test to read
+//!   ([`SimGroup::assignment_of`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -88,11 +93,19 @@ struct SimMember {
     join: Option<Held>,
     sync: Option<Held>,
     assignment: Vec<u8>,
+    /// A member of a client the rig does not run (see [`SimGroup::add_foreign`]).
+    foreign: bool,
 }
 
 impl SimMember {
     fn alive_until(&self) -> Option<Instant> {
-        (self.join.is_none() && self.sync.is_none()).then(|| self.last_seen + self.session_timeout)
+        (!self.foreign && self.join.is_none() && self.sync.is_none())
+            .then(|| self.last_seen + self.session_timeout)
+    }
+
+    /// Whether the member has rejoined the rebalance under way.
+    fn rejoined(&self) -> bool {
+        self.foreign || self.join.is_some()
     }
 }
 
@@ -154,6 +167,32 @@ impl SimGroup {
         std::mem::take(&mut self.replies)
     }
 
+    /// Adds member `id` of a client the rig does not run, offering `protocols` (name and
+    /// metadata, as a JoinGroup would): a rebalance begins, and it is ready for this one
+    /// and every later one at once.
+    pub fn add_foreign(&mut self, id: &str, protocols: Vec<(String, Vec<u8>)>, now: Instant) {
+        let m = SimMember {
+            instance_id: None,
+            protocols,
+            session_timeout: Duration::from_secs(45),
+            rebalance_timeout: Duration::from_secs(300),
+            last_seen: now,
+            join: None,
+            sync: None,
+            assignment: Vec::new(),
+            foreign: true,
+        };
+        self.members.insert(id.to_owned(), m);
+        self.prepare_rebalance(now);
+        self.check_join_complete(now);
+    }
+
+    /// The assignment the leader sent member `id` in the current generation (empty if
+    /// none); `None` if it is not a member.
+    pub fn assignment_of(&self, id: &str) -> Option<&[u8]> {
+        self.members.get(id).map(|m| m.assignment.as_slice())
+    }
+
     /// Client `client`'s links closed: its held requests will never be answered.
     pub fn disconnect(&mut self, client: usize) {
         for m in self.members.values_mut() {
@@ -202,7 +241,7 @@ impl SimGroup {
                 let laggards: Vec<String> = self
                     .members
                     .iter()
-                    .filter(|(_, m)| m.sync.is_none())
+                    .filter(|(_, m)| m.sync.is_none() && !m.foreign)
                     .map(|(id, _)| id.clone())
                     .collect();
                 for id in &laggards {
@@ -299,6 +338,7 @@ impl SimGroup {
             join,
             sync: None,
             assignment: Vec::new(),
+            foreign: false,
         };
         // Static members.
         if let Some(inst) = req.group_instance_id.clone() {
@@ -503,7 +543,7 @@ impl SimGroup {
     fn check_join_complete(&mut self, now: Instant) {
         if self.state == GroupState::PreparingRebalance
             && self.pending.is_empty()
-            && self.members.values().all(|m| m.join.is_some())
+            && self.members.values().all(SimMember::rejoined)
         {
             self.complete_join(now);
         }
@@ -513,7 +553,7 @@ impl SimGroup {
         let laggards: Vec<String> = self
             .members
             .iter()
-            .filter(|(_, m)| m.join.is_none())
+            .filter(|(_, m)| !m.rejoined())
             .map(|(id, _)| id.clone())
             .collect();
         for id in &laggards {
@@ -533,7 +573,13 @@ impl SimGroup {
             .as_ref()
             .is_some_and(|l| self.members.contains_key(l))
         {
-            self.leader = self.members.keys().next().cloned();
+            // A foreign member never leads: the tests are about ours leading.
+            self.leader = self
+                .members
+                .iter()
+                .find(|(_, m)| !m.foreign)
+                .or_else(|| self.members.iter().next())
+                .map(|(id, _)| id.clone());
         }
         let leader = self.leader.clone().expect("a leader");
         self.state = GroupState::CompletingRebalance;
@@ -550,6 +596,9 @@ impl SimGroup {
             let m = self.members.get_mut(id).expect("member");
             m.last_seen = now;
             m.assignment.clear();
+            if m.foreign {
+                continue;
+            }
             let h = m.join.take().expect("joined");
             self.replies.push(reply::<JoinGroupRequest>(h, &resp));
         }

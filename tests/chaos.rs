@@ -1,0 +1,607 @@
+//! The chaos test: a consumer group riding out broker and consumer faults on the 3-node
+//! cluster (`scripts/cluster.sh`) without losing a record.
+//!
+//! A Java producer (`scripts/java/SeqProducer.java`, `acks=all`) writes sequence-numbered
+//! records to a 12-partition topic (replication factor 3) throughout. Three of our members
+//! (`examples/group_member.rs`, each its own process) share one group; they commit what
+//! they consumed every second and in `on_partitions_revoked`, and ride out errors. The test
+//! injects faults one after the other: the leader of a partition or the group coordinator
+//! killed (`kill -9`) and restarted, a node stopped cleanly and restarted, a node frozen
+//! past the request timeout, a rolling restart of all three nodes, a member killed
+//! (`kill -9`, no `close`) or closed, and replaced. After each it measures how long until
+//! every partition delivers records written after the fault.
+//!
+//! It then checks: every record the cluster acknowledged was consumed at least once; the
+//! committed offsets of each partition never went backwards; a record was delivered twice
+//! only when the member that first delivered it died or lost the partition before
+//! committing it, and never below an offset that member had committed; no member failed;
+//! every member's I/O thread is idle once the cluster is healthy and the producer stopped.
+//! The last line sums it up: faults, produced, consumed, lost, duplicates, and the worst
+//! recovery per fault kind.
+//!
+//! Run with both group protocols: `group.protocol=consumer`, and classic with
+//! `cooperative-sticky`. CI runs a short round of each fault kind (`CHAOS_FAULTS` unset:
+//! one of each); the full run is
+//!
+//! ```text
+//! CHAOS_FAULTS=24 cargo test --release --test chaos -- --nocapture --test-threads 1
+//! ```
+//!
+//! with the cluster running (`scripts/cluster.sh start`, or let the test start it).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::java_member::{Event, JavaMember, JavaMemberOptions};
+
+const PARTITIONS: i32 = 12;
+/// How long a fault may take to heal before the test calls it stuck.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(120);
+/// The members' request timeout: a frozen node is frozen past it.
+const REQUEST_TIMEOUT_MS: u64 = 10_000;
+
+/// What the producer said: acknowledged records by (partition, offset), with their
+/// sequence numbers, and when they were acknowledged.
+#[derive(Default)]
+struct Acks {
+    acked: BTreeMap<(i32, i64), (u64, Instant)>,
+    failed: u64,
+    done: Option<(u64, u64, u64)>,
+    error: Option<String>,
+}
+
+/// The running SeqProducer.
+struct Producer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    acks: Arc<Mutex<Acks>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Producer {
+    fn start(bootstrap: &str, topic: &str, rate: u32) -> Producer {
+        let mut cmd = common::java("SeqProducer");
+        cmd.args(["--bootstrap", bootstrap, "--topic", topic])
+            .args(["--partitions", &PARTITIONS.to_string()])
+            .args(["--rate", &rate.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let acks = Arc::new(Mutex::new(Acks::default()));
+        let reader = {
+            let acks = Arc::clone(&acks);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    let mut a = acks.lock().unwrap();
+                    let w: Vec<&str> = line.split_whitespace().collect();
+                    match w.as_slice() {
+                        ["ack", p, o, i] => {
+                            let (p, o, i) = (p.parse(), o.parse(), i.parse());
+                            if let (Ok(p), Ok(o), Ok(i)) = (p, o, i) {
+                                a.acked.insert((p, o), (i, Instant::now()));
+                            }
+                        }
+                        ["fail", ..] => a.failed += 1,
+                        ["done", s, k, f] => {
+                            let n = |x: &str| x.parse().unwrap_or(0);
+                            a.done = Some((n(s), n(k), n(f)));
+                        }
+                        _ => a.error = Some(line.clone()),
+                    }
+                }
+            })
+        };
+        Producer {
+            stdin: child.stdin.take(),
+            child,
+            acks,
+            reader: Some(reader),
+        }
+    }
+
+    /// Panics if the producer stopped or said something it should not have.
+    fn check(&mut self) {
+        if let Some(line) = &self.acks.lock().unwrap().error {
+            panic!("the producer said: {line}");
+        }
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("the producer exited ({status}) while it should be writing");
+        }
+    }
+
+    /// The highest acknowledged offset of each partition so far.
+    fn ends(&self) -> BTreeMap<i32, i64> {
+        let a = self.acks.lock().unwrap();
+        let mut out = BTreeMap::new();
+        for &(p, o) in a.acked.keys() {
+            let e = out.entry(p).or_insert(o);
+            *e = (*e).max(o);
+        }
+        out
+    }
+
+    /// Stops writing and waits (up to 3 minutes) until everything sent was acknowledged
+    /// or failed.
+    fn stop(&mut self) -> (u64, u64, u64) {
+        if let Some(mut s) = self.stdin.take() {
+            let _ = writeln!(s, "stop");
+        }
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            if let Some(d) = self.acks.lock().unwrap().done {
+                let _ = self.child.wait();
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
+                return d;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the producer did not finish within 3 minutes of stop"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The fault kinds, in the order a round injects them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    KillLeader,
+    KillCoordinator,
+    StopNode,
+    FreezeNode,
+    RollingRestart,
+    KillMember,
+    CloseMember,
+}
+
+const KINDS: [Fault; 7] = [
+    Fault::KillLeader,
+    Fault::KillMember,
+    Fault::KillCoordinator,
+    Fault::CloseMember,
+    Fault::StopNode,
+    Fault::FreezeNode,
+    Fault::RollingRestart,
+];
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::KillLeader => "kill-leader",
+            Fault::KillCoordinator => "kill-coordinator",
+            Fault::StopNode => "stop-node",
+            Fault::FreezeNode => "freeze-node",
+            Fault::RollingRestart => "rolling-restart",
+            Fault::KillMember => "kill-member",
+            Fault::CloseMember => "close-member",
+        }
+    }
+}
+
+/// One member process and how it ended.
+struct Member {
+    member: JavaMember,
+    /// Killed with `kill -9` (it could not commit what it delivered last).
+    killed: bool,
+}
+
+struct Chaos {
+    cluster: Cluster,
+    topic: String,
+    group: String,
+    protocol: &'static str,
+    members: Vec<Member>,
+    producer: Producer,
+    recoveries: BTreeMap<Fault, Vec<Duration>>,
+    rng: u64,
+}
+
+impl Chaos {
+    fn options(&self) -> JavaMemberOptions {
+        let mut o = JavaMemberOptions::new(&self.group, &[&self.topic]);
+        o.bootstrap = Some(self.cluster.bootstrap().to_owned());
+        o.protocol = self.protocol.into();
+        if self.protocol == "classic" {
+            o.assignor = Some("cooperative-sticky".into());
+            o.session_timeout_ms = Some(10_000);
+            o.heartbeat_ms = Some(1_000);
+        }
+        o.commit_every_ms = Some(1_000);
+        o.on_error_continue = true;
+        o.props = vec![("request.timeout.ms".into(), REQUEST_TIMEOUT_MS.to_string())];
+        o
+    }
+
+    fn add_member(&mut self) {
+        let m = JavaMember::start_ours(&self.options());
+        self.members.push(Member {
+            member: m,
+            killed: false,
+        });
+    }
+
+    fn random(&mut self, n: u64) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng % n
+    }
+
+    fn live(&self) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&i| self.members[i].member.ended().is_none())
+            .collect()
+    }
+
+    /// The last offset each partition delivered, over every member.
+    fn delivered_ends(&self) -> BTreeMap<i32, i64> {
+        let mut out = BTreeMap::new();
+        for m in &self.members {
+            for ((_, p), o, _) in m.member.records() {
+                let e = out.entry(p).or_insert(o);
+                *e = (*e).max(o);
+            }
+        }
+        out
+    }
+
+    /// Waits until every partition delivered a record past what was acknowledged when
+    /// the fault began; returns how long that took from `since`.
+    fn wait_recovered(
+        &mut self,
+        what: &str,
+        since: Instant,
+        ends: &BTreeMap<i32, i64>,
+    ) -> Duration {
+        loop {
+            self.producer.check();
+            let delivered = self.delivered_ends();
+            let behind: Vec<i32> = (0..PARTITIONS)
+                .filter(|p| {
+                    let want = ends.get(p).copied().unwrap_or(-1);
+                    delivered.get(p).is_none_or(|&d| d <= want)
+                })
+                .collect();
+            if behind.is_empty() {
+                return since.elapsed();
+            }
+            if since.elapsed() > RECOVERY_LIMIT {
+                let members: Vec<String> =
+                    self.members.iter().map(|m| m.member.describe()).collect();
+                panic!(
+                    "{}: partitions {behind:?} delivered nothing new within {RECOVERY_LIMIT:?} of {}\ncluster:\n{}\nmembers:\n{}",
+                    self.protocol,
+                    what,
+                    self.cluster.status(),
+                    members.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Injects `fault`, heals it, and records how long until every partition delivered
+    /// again.
+    fn inject(&mut self, fault: Fault) {
+        let ends = self.producer.ends();
+        let start = Instant::now();
+        match fault {
+            Fault::KillLeader => {
+                let p = self.random(PARTITIONS as u64) as i32;
+                let n = self.cluster.leader(&self.topic, p).unwrap_or(1);
+                self.cluster.kill(node(n));
+                let took = self.wait_recovered(fault.name(), start, &ends);
+                self.cluster.restart(node(n));
+                self.record(fault, took);
+                return;
+            }
+            Fault::KillCoordinator => {
+                let n = self.cluster.coordinator(&self.group);
+                self.cluster.kill(node(n));
+                let took = self.wait_recovered(fault.name(), start, &ends);
+                self.cluster.restart(node(n));
+                self.record(fault, took);
+                return;
+            }
+            Fault::StopNode => {
+                let n = 1 + self.random(3) as u8;
+                self.cluster.stop_node(n);
+                let took = self.wait_recovered(fault.name(), start, &ends);
+                self.cluster.restart(n);
+                self.record(fault, took);
+                return;
+            }
+            Fault::FreezeNode => {
+                let n = 1 + self.random(3) as u8;
+                self.cluster.freeze(n);
+                std::thread::sleep(Duration::from_millis(REQUEST_TIMEOUT_MS + 2_000));
+                self.cluster.thaw(n);
+            }
+            Fault::RollingRestart => {
+                for n in 1..=3 {
+                    self.cluster.stop_node(n);
+                    self.cluster.restart(n);
+                }
+            }
+            Fault::KillMember | Fault::CloseMember => {
+                let live = self.live();
+                let i = live[self.random(live.len() as u64) as usize];
+                if fault == Fault::KillMember {
+                    self.members[i].member.kill();
+                    self.members[i].killed = true;
+                } else {
+                    self.members[i].member.close();
+                }
+                self.add_member();
+            }
+        }
+        let took = self.wait_recovered(fault.name(), start, &ends);
+        self.record(fault, took);
+    }
+
+    fn record(&mut self, fault: Fault, took: Duration) {
+        println!(
+            "chaos {}: {} recovered in {} ms",
+            self.protocol,
+            fault.name(),
+            took.as_millis()
+        );
+        self.recoveries.entry(fault).or_default().push(took);
+    }
+}
+
+/// A node id from the cluster's answers as the harness numbers nodes.
+fn node(n: i32) -> u8 {
+    u8::try_from(n).unwrap_or_else(|_| panic!("node id {n} is not one of 1, 2, 3"))
+}
+
+/// The CPU time (user + system, in clock ticks) process `pid` used so far.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Checks the run and returns the summary figures: (consumed, lost, duplicates).
+fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize, usize, usize) {
+    let protocol = chaos.protocol;
+    // Deliveries by (partition, offset): (member index, when).
+    let mut deliveries: BTreeMap<(i32, i64), Vec<(usize, Instant)>> = BTreeMap::new();
+    let mut problems: Vec<String> = Vec::new();
+    for (i, m) in chaos.members.iter().enumerate() {
+        for (at, e) in m.member.events() {
+            match e {
+                Event::Record {
+                    partition, offset, ..
+                } => deliveries
+                    .entry((partition, offset))
+                    .or_default()
+                    .push((i, at)),
+                Event::Error(msg) => problems.push(format!("{} failed: {msg}", m.member.name())),
+                _ => {}
+            }
+        }
+    }
+    let lost: Vec<&(i32, i64)> = acked
+        .keys()
+        .filter(|k| !deliveries.contains_key(k))
+        .collect();
+    if !lost.is_empty() {
+        problems.push(format!(
+            "{} acknowledged records never consumed, the first: {:?}",
+            lost.len(),
+            &lost[..lost.len().min(10)]
+        ));
+    }
+    // Commits by partition, in time order, with who made them.
+    let mut commits: BTreeMap<i32, Vec<(Instant, i64, usize)>> = BTreeMap::new();
+    for (i, m) in chaos.members.iter().enumerate() {
+        for (at, e) in m.member.events() {
+            if let Event::Committed { offsets } = e {
+                for (_, p, o) in offsets {
+                    commits.entry(p).or_default().push((at, o, i));
+                }
+            }
+        }
+    }
+    for (p, list) in &mut commits {
+        list.sort();
+        for w in list.windows(2) {
+            if w[1].1 < w[0].1 {
+                problems.push(format!(
+                    "partition {p}: committed offset went back from {} (member {}) to {} (member {})",
+                    w[0].1, w[0].2, w[1].1, w[1].2
+                ));
+            }
+        }
+    }
+    // A duplicate is allowed only when the first deliverer died (killed) or lost the
+    // partition before it committed past the record, and never below an offset it had
+    // committed.
+    let mut duplicates = 0;
+    for (&(p, o), list) in &deliveries {
+        if list.len() < 2 {
+            continue;
+        }
+        duplicates += list.len() - 1;
+        let (first, first_at) = list[0];
+        let (_, again_at) = list[1];
+        let m = &chaos.members[first];
+        // What the first deliverer had committed of the partition before the record came
+        // again: the next owner starts there, so the record must be at or past it.
+        let committed_by_first = commits
+            .get(&p)
+            .into_iter()
+            .flatten()
+            .filter(|(at, _, who)| *who == first && *at < again_at)
+            .map(|(_, c, _)| *c)
+            .max()
+            .unwrap_or(-1);
+        if o < committed_by_first {
+            problems.push(format!(
+                "partition {p} offset {o}: delivered again although member {first} had committed {committed_by_first} before"
+            ));
+            continue;
+        }
+        let lost_it = m.member.events().iter().any(|(at, e)| {
+            *at > first_at
+                && matches!(e, Event::Lost { partitions, .. } if partitions.iter().any(|(_, q)| *q == p))
+        });
+        let warned = m
+            .member
+            .events()
+            .iter()
+            .any(|(at, e)| *at > first_at && matches!(e, Event::Warn(_)));
+        if !(m.killed || lost_it || warned) {
+            problems.push(format!(
+                "partition {p} offset {o}: delivered {} times though member {first} ({}) neither died nor lost it nor failed to commit",
+                list.len(),
+                m.member.name()
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        panic!(
+            "{protocol}: {} problems:\n{}",
+            problems.len(),
+            problems.join("\n")
+        );
+    }
+    (
+        deliveries.values().map(Vec::len).sum(),
+        lost.len(),
+        duplicates,
+    )
+}
+
+fn run(protocol: &'static str) {
+    let cluster = Cluster::from_env();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let topic = format!("chaos-{protocol}-{stamp}");
+    cluster.create_topic(&topic, PARTITIONS, &[]);
+    let rate: u32 = std::env::var("CHAOS_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let faults: usize = std::env::var("CHAOS_FAULTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(KINDS.len());
+    let producer = Producer::start(cluster.bootstrap(), &topic, rate);
+    let mut chaos = Chaos {
+        cluster,
+        group: format!("{topic}-group"),
+        topic,
+        protocol,
+        members: Vec::new(),
+        producer,
+        recoveries: BTreeMap::new(),
+        rng: 0x9E37_79B9_7F4A_7C15 ^ stamp as u64,
+    };
+    for _ in 0..3 {
+        chaos.add_member();
+    }
+    // Everything flowing before the first fault.
+    let ends = chaos.producer.ends();
+    chaos.wait_recovered("the start", Instant::now(), &ends);
+    for k in 0..faults {
+        let fault = KINDS[k % KINDS.len()];
+        chaos.inject(fault);
+        // Healthy in between: every partition with three in-sync replicas again.
+        chaos.cluster.wait_isr(&chaos.topic);
+    }
+    let (sent, acked_count, failed) = chaos.producer.stop();
+    let acked = std::mem::take(&mut chaos.producer.acks.lock().unwrap().acked);
+    assert_eq!(acked.len() as u64, acked_count, "acks as printed");
+    // Everything acknowledged gets consumed.
+    let deadline = Instant::now() + RECOVERY_LIMIT;
+    loop {
+        let seen: BTreeSet<(i32, i64)> = chaos
+            .members
+            .iter()
+            .flat_map(|m| m.member.records().into_iter().map(|((_, p), o, _)| (p, o)))
+            .collect();
+        let missing = acked.keys().filter(|k| !seen.contains(k)).count();
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{protocol}: {missing} acknowledged records still not consumed {RECOVERY_LIMIT:?} after the producer stopped"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Idle once healthy and caught up: each live member uses little CPU.
+    std::thread::sleep(Duration::from_secs(2));
+    let live = chaos.live();
+    let before: HashMap<usize, u64> = live
+        .iter()
+        .filter_map(|&i| Some((i, cpu_ticks(chaos.members[i].member.pid())?)))
+        .collect();
+    let window = Duration::from_secs(3);
+    std::thread::sleep(window);
+    for (&i, &t0) in &before {
+        if let Some(t1) = cpu_ticks(chaos.members[i].member.pid()) {
+            // 100 ticks a second on Linux; a member that only heartbeats and long-polls
+            // uses a few.
+            let share = (t1 - t0) as f64 / (100.0 * window.as_secs_f64());
+            assert!(
+                share < 0.05,
+                "{protocol}: {} used {:.1} % of a core while idle",
+                chaos.members[i].member.name(),
+                share * 100.0
+            );
+        }
+    }
+    for i in live {
+        chaos.members[i].member.close();
+    }
+    let (consumed, lost, duplicates) = verify(&chaos, &acked);
+    let worst: Vec<String> = chaos
+        .recoveries
+        .iter()
+        .map(|(f, v)| {
+            let max = v.iter().max().copied().unwrap_or_default();
+            format!("{}={}ms", f.name(), max.as_millis())
+        })
+        .collect();
+    let injected: usize = chaos.recoveries.values().map(Vec::len).sum();
+    println!(
+        "chaos {protocol}: faults={injected} produced={sent} acked={acked_count} failed={failed} consumed={consumed} lost={lost} duplicates={duplicates} worst recovery: {}",
+        worst.join(" ")
+    );
+}
+
+#[test]
+fn a_kip848_group_loses_nothing_through_broker_and_member_faults() {
+    run("consumer");
+}
+
+#[test]
+fn a_cooperative_sticky_group_loses_nothing_through_broker_and_member_faults() {
+    run("classic");
+}
