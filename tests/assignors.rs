@@ -951,3 +951,101 @@ fn cooperative_sticky_gives_the_target_assignment_of_kafka_clients_and_withholds
         "too few cases to compare: {compared}"
     );
 }
+
+/// 10,000 partitions (20 topics of 500) with replicas on two of three racks, and 50
+/// members on those racks (every tenth without one), each owning what `previous` gave it.
+fn large_group(
+    previous: Option<&Assignment>,
+    subscribe: impl Fn(usize) -> Vec<String>,
+) -> (
+    BTreeMap<String, Vec<PartitionInfo>>,
+    Vec<MemberSubscription>,
+) {
+    const RACKS: [&str; 3] = ["rack-a", "rack-b", "rack-c"];
+    let topics: BTreeMap<String, Vec<PartitionInfo>> = (0..20)
+        .map(|t| {
+            let parts = (0..500)
+                .map(|p| PartitionInfo {
+                    partition: p,
+                    replica_racks: vec![
+                        RACKS[(p as usize + t) % 3].to_owned(),
+                        RACKS[(p as usize + t + 1) % 3].to_owned(),
+                    ],
+                })
+                .collect();
+            (format!("topic-{t:02}"), parts)
+        })
+        .collect();
+    let members = (0..50)
+        .map(|m| {
+            let id = format!("consumer-{m:02}");
+            let mut sub = MemberSubscription {
+                topics: subscribe(m),
+                ..MemberSubscription::new(&id, &[])
+            };
+            if m % 10 != 9 {
+                sub.rack = Some(RACKS[m % 3].to_owned());
+            }
+            if let Some(prev) = previous {
+                sub.owned_partitions = prev.get(&id).cloned().unwrap_or_default();
+                sub.generation = 1;
+            }
+            sub
+        })
+        .collect();
+    (topics, members)
+}
+
+/// Prints how long the assignors take for 10,000 partitions (a figure to read, run in
+/// release: `cargo test --release --test assignors assigning_10000 -- --nocapture`; not asserted).
+#[test]
+fn assigning_10000_partitions_over_50_members_on_3_racks_is_fast() {
+    use std::time::Instant;
+    let all = |_: usize| (0..20).map(|t| format!("topic-{t:02}")).collect::<Vec<_>>();
+    // Unequal subscriptions: member m skips topic m % 20.
+    let some = |m: usize| {
+        (0..20)
+            .filter(|t| t % 20 != m % 20)
+            .map(|t| format!("topic-{t:02}"))
+            .collect::<Vec<_>>()
+    };
+    let time = |what: &str, a: &dyn Assignor, subscribe: &dyn Fn(usize) -> Vec<String>| {
+        let (topics, members) = large_group(None, subscribe);
+        let start = Instant::now();
+        let first = a.assign(&topics, &members);
+        let took = start.elapsed();
+        // A rebalance: everyone owns its share, one member is gone.
+        let (topics, mut members) = large_group(Some(&first), subscribe);
+        members.remove(7);
+        let start = Instant::now();
+        let second = a.assign(&topics, &members);
+        let again = start.elapsed();
+        // Of the partitions members on a rack got, those with a replica on that rack.
+        let (mut on_rack, mut racked) = (0, 0);
+        for m in members.iter().filter(|m| m.rack.is_some()) {
+            for p in &second[&m.member_id] {
+                racked += 1;
+                let info = &topics[p.topic()][p.partition() as usize];
+                on_rack += usize::from(info.replica_racks.contains(m.rack.as_ref().unwrap()));
+            }
+        }
+        eprintln!(
+            "{:<20} {what:<22} first {:>6.1} ms, rebalance {:>6.1} ms, {:>5.1} % on the member's rack",
+            a.name(),
+            took.as_secs_f64() * 1e3,
+            again.as_secs_f64() * 1e3,
+            100.0 * on_rack as f64 / racked.max(1) as f64
+        );
+        let mut given: Vec<&TopicPartition> = second.values().flatten().collect();
+        given.sort();
+        let n = given.len();
+        given.dedup();
+        assert_eq!(given.len(), n, "{}: a partition given twice", a.name());
+    };
+    let assignors: [&dyn Assignor; 3] = [&Range, &RoundRobin, &CooperativeSticky];
+    for a in assignors {
+        time("equal subscriptions", a, &all);
+    }
+    time("unequal subscriptions", &Range, &some);
+    time("unequal subscriptions", &CooperativeSticky, &some);
+}

@@ -333,6 +333,29 @@ fn a_topic_that_failed_is_forgotten_by_the_next_answer_once_nobody_wants_it() {
 }
 
 #[test]
+fn a_topic_an_answer_lists_although_nobody_asked_for_it_is_not_taken_in() {
+    let mut r = Rig::new();
+    let t = r.poll().expect("the first refresh, for no topic");
+    assert!(asked_topics(&t).is_empty());
+    let listing_t = r
+        .broker
+        .metadata(&MetadataRequest::for_topics(["t".to_owned()]));
+    r.deliver(&t, &response::<MetadataRequest>(&t, &listing_t));
+    assert!(
+        r.cluster.broker(NodeId(1)).is_some(),
+        "the answer was applied"
+    );
+    assert!(r.cluster.described().is_empty());
+    assert_eq!(r.cluster.fresh_partitions("t", r.now()), None);
+    r.partitions_for(1, "t");
+    assert!(
+        r.partitions().is_empty(),
+        "not answered from an unasked listing"
+    );
+    assert!(r.poll().is_some(), "asked at once");
+}
+
+#[test]
 fn partitions_for_a_known_topic_is_answered_from_the_cache_with_no_request() {
     let mut r = Rig::new();
     r.assign(&["t"]);
