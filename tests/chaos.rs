@@ -28,6 +28,17 @@
 //! ```
 //!
 //! with the cluster running (`scripts/cluster.sh start`, or let the test start it).
+//!
+//! The soak runs the same workload for a set time instead of a set number of faults:
+//!
+//! ```text
+//! CHAOS_SOAK_MINUTES=30 cargo test --release --test chaos a_kip848 -- --nocapture
+//! ```
+//!
+//! Member 0 is then never killed or closed; each minute the run prints its resident
+//! memory, open file descriptors and the CPU its I/O thread used, and it fails unless the
+//! last three minutes stay within bounds of minutes 3 to 5 (memory at most 25 % + 8 MiB
+//! more, at most 8 more descriptors, I/O-thread CPU at most 1.5 times + 2 % of a core).
 
 mod common;
 
@@ -214,6 +225,10 @@ struct Chaos {
     members: Vec<Member>,
     producer: Producer,
     recoveries: BTreeMap<Fault, Vec<Duration>>,
+    /// When each fault began, for the failure report.
+    injected: Vec<(Instant, String)>,
+    /// A soak run: member 0 is never killed or closed.
+    soak: bool,
     rng: u64,
 }
 
@@ -306,6 +321,7 @@ impl Chaos {
     fn inject(&mut self, fault: Fault) {
         let ends = self.producer.ends();
         let start = Instant::now();
+        self.injected.push((start, fault.name().to_owned()));
         match fault {
             Fault::KillLeader => {
                 let p = self.random(PARTITIONS as u64) as i32;
@@ -345,7 +361,12 @@ impl Chaos {
                 }
             }
             Fault::KillMember | Fault::CloseMember => {
-                let live = self.live();
+                // The soak watches member 0 for its whole life.
+                let live: Vec<usize> = self
+                    .live()
+                    .into_iter()
+                    .filter(|&i| !(self.soak && i == 0))
+                    .collect();
                 let i = live[self.random(live.len() as u64) as usize];
                 if fault == Fault::KillMember {
                     self.members[i].member.kill();
@@ -382,6 +403,158 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     let after = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The soak's watch on one member process: each minute its resident memory, open file
+/// descriptors and the CPU its I/O thread (`kafka-consumer`) used, printed and kept.
+struct Watch {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    minute: u64,
+    rss_kib: u64,
+    fds: usize,
+    /// Share of one core the I/O thread used over the minute.
+    io_cpu: f64,
+}
+
+/// Resident memory (KiB), open descriptors and I/O-thread CPU ticks of process `pid`.
+fn resources(pid: u32) -> Option<(u64, usize, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+    let mut io_ticks = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == "kafka-consumer" {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            let after = stat.rsplit_once(')')?.1;
+            let f: Vec<&str> = after.split_whitespace().collect();
+            io_ticks += f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        }
+    }
+    Some((rss_kib, fds, io_ticks))
+}
+
+impl Watch {
+    fn start(pid: u32) -> Watch {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let samples = Arc::clone(&samples);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut last = resources(pid).map_or(0, |r| r.2);
+                let mut minute = 0;
+                'minutes: loop {
+                    for _ in 0..600 {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break 'minutes;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    minute += 1;
+                    let Some((rss_kib, fds, ticks)) = resources(pid) else {
+                        println!("soak minute {minute}: member {pid} is gone");
+                        break;
+                    };
+                    // 100 ticks a second on Linux.
+                    let io_cpu = (ticks - last) as f64 / 6000.0;
+                    last = ticks;
+                    println!(
+                        "soak minute {minute}: rss={} KiB fds={fds} io-thread-cpu={:.2} %",
+                        rss_kib,
+                        io_cpu * 100.0
+                    );
+                    samples.lock().unwrap().push(Sample {
+                        minute,
+                        rss_kib,
+                        fds,
+                        io_cpu,
+                    });
+                }
+            })
+        };
+        Watch {
+            samples,
+            stop,
+            thread,
+        }
+    }
+
+    /// Stops watching and fails the run unless memory, descriptors and I/O-thread CPU stayed
+    /// flat: the last three minutes against minutes 3 to 5 (after the warm-up).
+    fn stop_and_check(self, protocol: &str) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the soak watch thread");
+        let samples = self.samples.lock().unwrap().clone();
+        assert!(
+            samples.len() >= 8,
+            "{protocol}: a soak needs at least 8 minutes of samples, got {samples:?}"
+        );
+        let early: Vec<Sample> = samples
+            .iter()
+            .filter(|s| (3..=5).contains(&s.minute))
+            .copied()
+            .collect();
+        let late = &samples[samples.len() - 3..];
+        let max = |v: &[Sample], f: fn(&Sample) -> f64| v.iter().map(f).fold(0.0, f64::max);
+        let mean =
+            |v: &[Sample], f: fn(&Sample) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
+        let rss = |s: &Sample| s.rss_kib as f64;
+        let fds = |s: &Sample| s.fds as f64;
+        let cpu = |s: &Sample| s.io_cpu;
+        let mut problems = Vec::new();
+        if max(late, rss) > max(&early, rss) * 1.25 + 8192.0 {
+            problems.push(format!(
+                "resident memory grew from {:.0} KiB to {:.0} KiB",
+                max(&early, rss),
+                max(late, rss)
+            ));
+        }
+        if max(late, fds) > max(&early, fds) + 8.0 {
+            problems.push(format!(
+                "open descriptors grew from {} to {}",
+                max(&early, fds),
+                max(late, fds)
+            ));
+        }
+        if mean(late, cpu) > max(&early, cpu) * 1.5 + 0.02 {
+            problems.push(format!(
+                "the I/O thread's CPU grew from at most {:.2} % to {:.2} % on average",
+                max(&early, cpu) * 100.0,
+                mean(late, cpu) * 100.0
+            ));
+        }
+        assert!(
+            problems.is_empty(),
+            "{protocol}: the soak was not flat: {}",
+            problems.join("; ")
+        );
+        println!(
+            "soak {protocol}: {} minutes, flat: rss {:.0}->{:.0} KiB, fds {}->{}, io-thread cpu {:.2}->{:.2} %",
+            samples.len(),
+            max(&early, rss),
+            max(late, rss),
+            max(&early, fds),
+            max(late, fds),
+            max(&early, cpu) * 100.0,
+            mean(late, cpu) * 100.0
+        );
+    }
 }
 
 /// Checks the run and returns the summary figures: (consumed, lost, duplicates).
@@ -446,6 +619,9 @@ fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize
             continue;
         }
         duplicates += list.len() - 1;
+        // In time order: the members were read one after the other.
+        let mut list = list.clone();
+        list.sort_by_key(|&(_, at)| at);
         let (first, first_at) = list[0];
         let (_, again_at) = list[1];
         let m = &chaos.members[first];
@@ -476,9 +652,10 @@ fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize
             .any(|(at, e)| *at > first_at && matches!(e, Event::Warn(_)));
         if !(m.killed || lost_it || warned) {
             problems.push(format!(
-                "partition {p} offset {o}: delivered {} times though member {first} ({}) neither died nor lost it nor failed to commit",
+                "partition {p} offset {o}: delivered {} times though member {first} ({}) neither died nor lost it nor failed to commit\n{}",
                 list.len(),
-                m.member.name()
+                m.member.name(),
+                timeline(chaos, p, first_at, again_at)
             ));
         }
     }
@@ -496,6 +673,90 @@ fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize
     )
 }
 
+/// What happened to partition `p` around two deliveries of one record: faults, ownership
+/// changes, commits and warnings of every member, and the deliveries of the record.
+fn timeline(chaos: &Chaos, p: i32, first_at: Instant, again_at: Instant) -> String {
+    let from = first_at - Duration::from_secs(5);
+    let to = again_at + Duration::from_secs(2);
+    let mut lines: Vec<(Instant, String)> = chaos
+        .injected
+        .iter()
+        .filter(|(at, _)| (from..=to).contains(at))
+        .map(|(at, f)| (*at, format!("fault {f}")))
+        .collect();
+    let mentions = |ps: &Vec<(String, i32)>| ps.iter().any(|(_, q)| *q == p);
+    for (i, m) in chaos.members.iter().enumerate() {
+        let mut run: Option<(Instant, i64, Instant, i64)> = None;
+        let flush = |run: &mut Option<(Instant, i64, Instant, i64)>,
+                     lines: &mut Vec<(Instant, String)>| {
+            if let Some((a, o1, _, o2)) = run.take() {
+                lines.push((a, format!("member {i} delivered {o1}..={o2}")));
+            }
+        };
+        for (at, e) in m.member.events() {
+            if !(from..=to).contains(&at) {
+                continue;
+            }
+            let line = match &e {
+                Event::Record {
+                    partition, offset, ..
+                } if *partition == p => {
+                    match &mut run {
+                        Some((_, _, last_at, o2)) if *offset == *o2 + 1 => {
+                            *last_at = at;
+                            *o2 = *offset;
+                        }
+                        _ => {
+                            flush(&mut run, &mut lines);
+                            run = Some((at, *offset, at, *offset));
+                        }
+                    }
+                    continue;
+                }
+                Event::Assigned {
+                    generation,
+                    partitions,
+                } if mentions(partitions) => {
+                    format!("member {i} assigned (epoch {generation})")
+                }
+                Event::Revoked {
+                    generation,
+                    partitions,
+                } if mentions(partitions) => {
+                    format!("member {i} revoked (epoch {generation})")
+                }
+                Event::Lost {
+                    generation,
+                    partitions,
+                } if mentions(partitions) => {
+                    format!("member {i} lost (epoch {generation})")
+                }
+                Event::Committed { offsets } => match offsets.iter().find(|(_, q, _)| *q == p) {
+                    Some((_, _, o)) => format!("member {i} committed {o}"),
+                    None => continue,
+                },
+                Event::Warn(w) => format!("member {i} warn: {w}"),
+                Event::Left => format!("member {i} left"),
+                _ => continue,
+            };
+            flush(&mut run, &mut lines);
+            lines.push((at, line));
+        }
+        flush(&mut run, &mut lines);
+    }
+    lines.sort_by_key(|(at, _)| *at);
+    lines
+        .iter()
+        .map(|(at, l)| {
+            format!(
+                "  {:>8} ms  {l}",
+                at.saturating_duration_since(from).as_millis()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn run(protocol: &'static str) {
     let cluster = Cluster::from_env();
     let stamp = std::time::SystemTime::now()
@@ -511,6 +772,10 @@ fn run(protocol: &'static str) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(KINDS.len());
+    let soak: Option<Duration> = std::env::var("CHAOS_SOAK_MINUTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(|m: u64| Duration::from_secs(m * 60));
     let producer = Producer::start(cluster.bootstrap(), &topic, rate);
     let mut chaos = Chaos {
         cluster,
@@ -520,6 +785,8 @@ fn run(protocol: &'static str) {
         members: Vec::new(),
         producer,
         recoveries: BTreeMap::new(),
+        injected: Vec::new(),
+        soak: soak.is_some(),
         rng: 0x9E37_79B9_7F4A_7C15 ^ stamp as u64,
     };
     for _ in 0..3 {
@@ -528,11 +795,18 @@ fn run(protocol: &'static str) {
     // Everything flowing before the first fault.
     let ends = chaos.producer.ends();
     chaos.wait_recovered("the start", Instant::now(), &ends);
-    for k in 0..faults {
+    let watch = soak.map(|_| Watch::start(chaos.members[0].member.pid()));
+    let soak_end = soak.map(|d| Instant::now() + d);
+    let mut k = 0;
+    while soak_end.map_or(k < faults, |end| Instant::now() < end) {
         let fault = KINDS[k % KINDS.len()];
         chaos.inject(fault);
         // Healthy in between: every partition with three in-sync replicas again.
         chaos.cluster.wait_isr(&chaos.topic);
+        k += 1;
+    }
+    if let Some(watch) = watch {
+        watch.stop_and_check(protocol);
     }
     let (sent, acked_count, failed) = chaos.producer.stop();
     let acked = std::mem::take(&mut chaos.producer.acks.lock().unwrap().acked);

@@ -59,7 +59,7 @@ use crate::fetch::chunk::{build_chunk, Chunk, Decoded, FetchedFrame, PartitionIn
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::fetch::session::{FetchSession, WantedPartition};
 use crate::fetch::validate::{self, Check, Verdict};
-use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit};
+use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit, Versions};
 use crate::protocol::api::fetch::{
     FetchPartition, FetchRequest, FetchResponse, FetchTopic, FetchableTopicResponse,
     ForgottenTopic, PartitionData,
@@ -976,16 +976,10 @@ impl Fetcher {
         now: Instant,
         links: &mut Links,
     ) {
-        let route = Route::node(node, Lane::Control);
-        let Some(versions) = links.ready(route, now) else {
+        let Some((route, versions, id, tag)) = self.control_request(node, now, links) else {
             return;
         };
-        let id = self.next_id.take_next();
         let queries: Vec<Query> = list.iter().map(|(q, _)| q.clone()).collect();
-        let tag = Tag {
-            owner: Owner::Fetcher,
-            id,
-        };
         match offsets::request(
             route,
             &versions,
@@ -995,11 +989,7 @@ impl Fetcher {
             self.cfg.request_timeout,
         ) {
             Ok(t) => {
-                for (q, _) in &list {
-                    if let Some(p) = self.parts.get_mut(&q.tp) {
-                        p.in_flight = Some(id);
-                    }
-                }
+                self.mark_in_flight(list.iter().map(|(q, _)| &q.tp), id);
                 self.sent.insert(
                     id,
                     Sent::Reset {
@@ -1024,6 +1014,33 @@ impl Fetcher {
         }
     }
 
+    /// A request on `node`'s control lane: its route, the versions the link speaks, and a
+    /// fresh id and tag; `None` while the link is not ready (it is then wanted).
+    fn control_request(
+        &mut self,
+        node: NodeId,
+        now: Instant,
+        links: &mut Links,
+    ) -> Option<(Route, Arc<Versions>, RequestId, Tag)> {
+        let route = Route::node(node, Lane::Control);
+        let versions = links.ready(route, now)?;
+        let id = self.next_id.take_next();
+        let tag = Tag {
+            owner: Owner::Fetcher,
+            id,
+        };
+        Some((route, versions, id, tag))
+    }
+
+    /// Marks the partitions `tps` as waiting for request `id`.
+    fn mark_in_flight<'a>(&mut self, tps: impl Iterator<Item = &'a TopicPartition>, id: RequestId) {
+        for tp in tps {
+            if let Some(p) = self.parts.get_mut(tp) {
+                p.in_flight = Some(id);
+            }
+        }
+    }
+
     /// Sends the validation of `list` (positions led by `node`), or, when the broker
     /// speaks no OffsetForLeaderEpoch from v3, takes the positions as they are.
     fn plan_validate(
@@ -1033,23 +1050,13 @@ impl Fetcher {
         now: Instant,
         links: &mut Links,
     ) {
-        let route = Route::node(node, Lane::Control);
-        let Some(versions) = links.ready(route, now) else {
+        let Some((route, versions, id, tag)) = self.control_request(node, now, links) else {
             return;
         };
-        let id = self.next_id.take_next();
         let checks: Vec<Check> = list.iter().map(|(c, _, _)| c.clone()).collect();
-        let tag = Tag {
-            owner: Owner::Fetcher,
-            id,
-        };
         match validate::request(route, &versions, &checks, tag, self.cfg.request_timeout) {
             Ok(t) => {
-                for (c, _, _) in &list {
-                    if let Some(p) = self.parts.get_mut(&c.tp) {
-                        p.in_flight = Some(id);
-                    }
-                }
+                self.mark_in_flight(list.iter().map(|(c, _, _)| &c.tp), id);
                 let parts = list
                     .into_iter()
                     .map(|(c, e, offset)| (c.tp, e, offset, c.current_leader_epoch))
@@ -1147,11 +1154,7 @@ impl Fetcher {
             owner: Owner::Fetcher,
             id,
         };
-        for (tp, _, _) in &parts {
-            if let Some(p) = self.parts.get_mut(tp) {
-                p.in_flight = Some(id);
-            }
-        }
+        self.mark_in_flight(parts.iter().map(|(tp, _, _)| tp), id);
         self.reserved += max_bytes;
         self.fetching.insert(node, id);
         self.sent.insert(
