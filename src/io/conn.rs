@@ -373,6 +373,16 @@ impl Conn {
                 return Err(e);
             }
             match stream.peer_addr() {
+                // TCP's simultaneous open: connecting to a local port nobody listens on
+                // can pick that very port as the source and connect the socket to itself.
+                // It would read its own requests back as answers (and keep a restarting
+                // broker from binding its port): a failed connect, retried as one.
+                Ok(peer) if stream.local_addr().is_ok_and(|local| local == peer) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionRefused,
+                        format!("the connection to {peer} reached itself: nothing listens there"),
+                    ));
+                }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
                 Err(e) => return Err(e),
