@@ -74,7 +74,13 @@
 # three use about 12 % of one core (heartbeats, the quorum, replica fetchers).
 #
 # Environment:
-#   KAFKA_CLUSTER_PORT       port base (default 19300; nodes use BASE+1..3, BASE+11..13)
+#   KAFKA_CLUSTER_PORT       port base (default 19300; nodes use BASE+1..3, BASE+11..13).
+#                            Keep the ports below the kernel's ephemeral range
+#                            (net.ipv4.ip_local_port_range, 32768-60999 by default): a
+#                            client retrying a node that is down can pick the node's own
+#                            port as its source and connect to itself (TCP simultaneous
+#                            open), and that socket keeps the node from binding its port
+#                            when it restarts. The script warns when they overlap.
 #   KAFKA_CLUSTER_DIR        run directory (default target/kafka/cluster; relative paths
 #                            are taken from the repository root)
 #   KAFKA_CLUSTER_HEAP_OPTS  JVM heap options per node (default "-Xms256m -Xmx768m")
@@ -110,6 +116,10 @@ log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 [[ "$BASE" =~ ^[0-9]+$ ]] && (( BASE > 0 && BASE + 13 < 65536 )) || die "KAFKA_CLUSTER_PORT must be a port number, not '$BASE'"
+if read -r EPHEMERAL_LOW EPHEMERAL_HIGH </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null &&
+  (( BASE + 13 >= EPHEMERAL_LOW && BASE + 1 <= EPHEMERAL_HIGH )); then
+  echo "cluster.sh: warning: ports $((BASE + 1))-$((BASE + 13)) overlap the ephemeral range $EPHEMERAL_LOW-$EPHEMERAL_HIGH: a client retrying a stopped node can connect to itself and hold its port (choose KAFKA_CLUSTER_PORT below $EPHEMERAL_LOW)" >&2
+fi
 [[ "${VERSION%%.*}" =~ ^[0-9]+$ ]] && (( ${VERSION%%.*} >= 4 )) || die "scripts/cluster.sh needs Kafka 4.x (KAFKA_VERSION=$VERSION)"
 
 port() { echo $((BASE + $1)); }
@@ -351,7 +361,8 @@ launch() {
   dir="$(node_dir "$n")"
   [[ -f "$dir/data/meta.properties" ]] || die "node $n has no formatted storage in $dir/data (scripts/cluster.sh start formats it)"
   # A node killed a moment ago may still be releasing its sockets on a busy machine:
-  # give it up to 15 s before calling the ports taken.
+  # give it up to 15 s before calling the ports taken. (A port in the ephemeral range can
+  # also be held by a client socket connected to itself: see KAFKA_CLUSTER_PORT.)
   local waited=0
   while (tcp_open "$(port "$n")" || tcp_open "$(cport "$n")") && (( waited < 150 )); do
     sleep 0.1
