@@ -695,12 +695,15 @@ impl Commits {
         let mut membership = None;
         let mut failed = None;
         let job = &self.fetches[pos];
+        // The asked partitions by name, so the answer is matched in one pass (a classic
+        // assignment can ask for tens of thousands).
+        let asked: HashMap<(&str, i32), &TopicPartition> = job
+            .partitions
+            .iter()
+            .map(|tp| ((tp.topic(), tp.partition()), tp))
+            .collect();
         for o in &offsets {
-            let Some(tp) = job
-                .partitions
-                .iter()
-                .find(|tp| tp.topic() == o.topic && tp.partition() == o.partition)
-            else {
+            let Some(&tp) = asked.get(&(o.topic, o.partition)) else {
                 continue;
             };
             match ErrorCode::from_code(o.error_code) {
