@@ -1,0 +1,353 @@
+//! A real log truncation on the local 3-node cluster (`scripts/cluster.sh`, see
+//! `tests/common/cluster.rs`), and our consumer beside the Java `KafkaConsumer` on it.
+//!
+//! The topic lives on nodes 1 and 2 only, so node 3 keeps the controller quorum (two of
+//! three) while they are disturbed, with `unclean.leader.election.enable=true` and
+//! `min.insync.replicas=1`:
+//!
+//! 1. `OLD` records written with acks=all: both replicas have offsets 0..OLD.
+//! 2. Node 2 (the follower) stops cleanly: the ISR shrinks to {1}. `LOST` more records
+//!    written with acks=1 reach node 1 only, and the high watermark passes them. Our
+//!    consumers and the Java ones read all `OLD + LOST` records (leader epoch E0).
+//! 3. Node 1 is killed (the quorum is down to node 3 for a moment), node 2 comes back on its
+//!    old log, and the controller elects it although it is not in the ISR (an unclean
+//!    election: its log ends at `OLD`, a new leader epoch starts there). `NEW` records are
+//!    written to it: offsets `OLD..OLD + NEW`, past the consumers' position, so only the
+//!    leader epochs tell the logs apart.
+//! 4. Every consumer must find out (OffsetForLeaderEpoch: epoch E0 now ends at `OLD`) and
+//!    read the new records from `OLD` on, skipping none and returning no lost one: ours
+//!    with one `LogTruncation` error (divergent offset `OLD`) and then the records with
+//!    `auto.offset.reset` earliest or latest, and after the application's seek with `none`;
+//!    Java with `LogTruncationException` and `divergentOffsets()` with `none`, silently with
+//!    earliest and latest (`SubscriptionState.maybeCompleteValidation` seeks to the
+//!    divergent offset and only logs it).
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::*;
+use kafka_consumer::{Consumer, ConsumerConfig, Error, ErrorKind, OffsetReset, TopicPartition};
+
+/// Written with acks=all before the follower stops: on both replicas.
+const OLD: i64 = 20;
+/// Written with acks=1 while the follower is down: only on the leader that dies.
+const LOST: i64 = 10;
+/// Written to the new leader after the unclean election (more than `LOST`: the new log
+/// ends past the consumers' position).
+const NEW: i64 = 15;
+
+/// Prints past the test harness's output capture, so the figures show in CI logs.
+fn report(line: &str) {
+    let _ = writeln!(std::io::stderr(), "truncation test: {line}");
+}
+
+/// `TruncationClient produce`: `count` records `<prefix><i>` to partition 0 with `acks`;
+/// returns the offsets of the first and the last.
+fn produce(bootstrap: &str, topic: &str, acks: &str, prefix: &str, count: i64) -> (i64, i64) {
+    let mut cmd = java("TruncationClient");
+    cmd.arg("produce")
+        .args(["--bootstrap", bootstrap, "--topic", topic, "--acks", acks])
+        .args(["--prefix", prefix, "--count", &count.to_string()]);
+    let out = run(&mut cmd, &format!("producing {prefix}* with acks={acks}"));
+    let line = last_line(&out);
+    let field = |k: &str| -> i64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("TruncationClient produce printed `{line}`"))
+    };
+    (field("first="), field("last="))
+}
+
+/// `prefix0 .. prefix<n-1>`.
+fn named(prefix: &str, n: i64) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+/// One of our consumers: what `poll` returned, records as `(offset, value)`, and errors.
+struct Ours {
+    reset: OffsetReset,
+    consumer: Consumer,
+    records: Vec<(i64, String)>,
+    errors: Vec<Error>,
+}
+
+impl Ours {
+    fn new(bootstrap: &str, tp: &TopicPartition, reset: OffsetReset) -> Ours {
+        let config = ConsumerConfig::new(bootstrap)
+            .client_id(&format!("it-truncation-{reset:?}"))
+            .auto_offset_reset(reset)
+            .default_api_timeout(Duration::from_secs(30))
+            .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+            .retry_backoff(Duration::from_millis(100));
+        let mut consumer = new_consumer(config);
+        consumer.assign(std::slice::from_ref(tp)).expect("assign");
+        consumer.seek(tp, 0).expect("seek");
+        Ours {
+            reset,
+            consumer,
+            records: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Polls until `done` or `limit` (then panics with what came).
+    fn poll_until(&mut self, limit: Duration, mut done: impl FnMut(&Ours) -> bool) {
+        let end = Instant::now() + limit;
+        while !done(self) {
+            assert!(
+                Instant::now() < end,
+                "{:?}: gave up after {limit:?}: records {:?}, errors {:?}",
+                self.reset,
+                self.records,
+                self.errors
+            );
+            match self.consumer.poll(Duration::from_millis(100)) {
+                Ok(rs) => self.records.extend(rs.iter().map(|r| {
+                    (
+                        r.offset(),
+                        String::from_utf8_lossy(r.value().unwrap_or_default()).into_owned(),
+                    )
+                })),
+                Err(e) => {
+                    report(&format!(
+                        "{:?}: poll error: {e} (kind {:?})",
+                        self.reset,
+                        e.kind()
+                    ));
+                    self.errors.push(e);
+                }
+            }
+        }
+    }
+
+    fn next_offset(&self) -> i64 {
+        self.records.last().map_or(0, |r| r.0 + 1)
+    }
+
+    fn values(&self) -> Vec<String> {
+        self.records.iter().map(|r| r.1.clone()).collect()
+    }
+}
+
+/// `key=value` fields of a TruncationClient line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in `{line}`"))
+}
+
+#[test]
+fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_divergent_offset() {
+    let started = Instant::now();
+    let cluster = Cluster::from_env();
+    let bootstrap = cluster.bootstrap().to_owned();
+    let topic = unique_topic("truncation");
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    cluster.create_topic_on(
+        &topic,
+        1,
+        &[1, 2],
+        &[
+            ("unclean.leader.election.enable", "true"),
+            ("min.insync.replicas", "1"),
+        ],
+    );
+    let before = cluster.describe(&topic);
+    assert_eq!(
+        (before[0].leader, before[0].isr.as_slice()),
+        (Some(1), &[1, 2][..]),
+        "{before:?}"
+    );
+    let epoch0 = before[0].leader_epoch;
+
+    // 1. On both replicas.
+    assert_eq!(
+        produce(&bootstrap, &topic, "all", "old-", OLD),
+        (0, OLD - 1)
+    );
+    // 2. The follower stops; what follows reaches the leader alone.
+    cluster.stop_node(2);
+    let shrunk = cluster.describe(&topic);
+    assert_eq!(
+        shrunk[0].isr,
+        vec![1],
+        "ISR after node 2 stopped: {shrunk:?}"
+    );
+    assert_eq!(
+        produce(&bootstrap, &topic, "1", "lost-", LOST),
+        (OLD, OLD + LOST - 1)
+    );
+    let position = OLD + LOST;
+    let read: Vec<String> = named("old-", OLD)
+        .into_iter()
+        .chain(named("lost-", LOST))
+        .collect();
+
+    let mut ours: Vec<Ours> = [
+        OffsetReset::Earliest,
+        OffsetReset::Latest,
+        OffsetReset::None,
+    ]
+    .into_iter()
+    .map(|reset| Ours::new(&bootstrap, &tp, reset))
+    .collect();
+    for c in &mut ours {
+        c.poll_until(Duration::from_secs(30), |c| c.next_offset() >= position);
+        assert_eq!(c.values(), read, "{:?} before the truncation", c.reset);
+        assert!(c.errors.is_empty(), "{:?}: {:?}", c.reset, c.errors);
+        assert_eq!(c.consumer.position(&tp).expect("position"), position);
+        c.records.clear();
+    }
+    let mut cmd = java("TruncationClient");
+    cmd.arg("consume")
+        .args(["--bootstrap", &bootstrap, "--topic", &topic])
+        .args(["--resets", "none,earliest,latest"])
+        .args(["--until", &position.to_string()]);
+    let mut java = JavaProcess::spawn(cmd, "TruncationClient consume", "ready ");
+    // The first ready line was consumed by spawn; the others follow.
+    let mut java_ready = 1;
+    while java_ready < 3 {
+        let line = java.next_line(Duration::from_secs(60));
+        assert!(line.starts_with("ready "), "{line}");
+        assert_eq!(field(&line, "position"), position.to_string(), "{line}");
+        assert_eq!(field(&line, "epoch"), epoch0.to_string(), "{line}");
+        java_ready += 1;
+    }
+    assert_eq!(java.next_line(Duration::from_secs(10)), "ready");
+
+    // 3. The leader dies; the stale follower comes back and is elected uncleanly.
+    let fault = Instant::now();
+    cluster.kill(1);
+    cluster.restart(2);
+    let after = cluster.elect_unclean(&topic);
+    report(&format!(
+        "after the unclean election: {:?} (before: leader epoch {epoch0}), {:.1} s after the kill",
+        after[0],
+        fault.elapsed().as_secs_f64()
+    ));
+    assert_eq!(after[0].leader, Some(2), "{after:?}");
+    assert!(after[0].leader_epoch > epoch0, "{after:?}");
+    assert_eq!(
+        produce(&bootstrap, &topic, "1", "new-", NEW),
+        (OLD, OLD + NEW - 1),
+        "the new leader's log ended at {OLD}"
+    );
+    let end = OLD + NEW;
+    let new = named("new-", NEW);
+
+    // 4. Java.
+    java.send_line(&format!("go {end}"));
+    let mut java_truncation: Option<String> = None;
+    let mut java_resumed = std::collections::BTreeMap::new();
+    loop {
+        let line = java.next_line(Duration::from_secs(70));
+        if line == "done" {
+            break;
+        }
+        if line.starts_with("truncation ") {
+            assert!(java_truncation.is_none(), "twice: {line}");
+            java_truncation = Some(line);
+        } else if line.starts_with("resumed ") {
+            let reset = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
+            java_resumed.insert(reset, line);
+        } else {
+            panic!("TruncationClient: {line}");
+        }
+    }
+    java.finish();
+    let java_truncation =
+        java_truncation.expect("Java (auto.offset.reset=none) got no LogTruncationException");
+    assert!(
+        java_truncation.starts_with("truncation none "),
+        "{java_truncation}"
+    );
+    let java_divergent: i64 = field(&java_truncation, "divergent")
+        .parse()
+        .expect("a divergent offset");
+    assert_eq!(field(&java_truncation, "position"), position.to_string());
+    assert_eq!(field(&java_truncation, "epoch"), epoch0.to_string());
+    assert_eq!(java_divergent, OLD, "Java: {java_truncation}");
+    for reset in ["none", "earliest", "latest"] {
+        let line = &java_resumed[reset];
+        assert_eq!(field(line, "first"), OLD.to_string(), "{line}");
+        assert_eq!(field(line, "values"), new.join(","), "{line}");
+    }
+
+    // 4. Ours.
+    let mut figures = Vec::new();
+    for c in &mut ours {
+        let reset = c.reset;
+        c.poll_until(Duration::from_secs(60), |c| {
+            c.next_offset() >= end || (reset == OffsetReset::None && !c.errors.is_empty())
+        });
+        let truncations: Vec<&Error> = c
+            .errors
+            .iter()
+            .filter(|e| e.kind() == ErrorKind::LogTruncation)
+            .collect();
+        assert_eq!(truncations.len(), 1, "{reset:?}: told once: {:?}", c.errors);
+        let e = truncations[0];
+        assert_eq!(e.partition(), Some(&tp), "{e}");
+        assert_eq!(
+            e.offset(),
+            Some(position),
+            "{reset:?}: the position before: {e}"
+        );
+        let divergent = e
+            .divergent_offset()
+            .unwrap_or_else(|| panic!("{reset:?}: {e}"));
+        assert_eq!(
+            divergent, java_divergent,
+            "{reset:?}: our divergent offset against Java's"
+        );
+        if reset == OffsetReset::None {
+            assert!(
+                c.records.is_empty(),
+                "nothing past the truncation: {:?}",
+                c.records
+            );
+            // Stopped until the application seeks.
+            let quiet = Instant::now() + Duration::from_secs(1);
+            c.poll_until(Duration::from_secs(3), |_| Instant::now() >= quiet);
+            assert!(
+                c.records.is_empty(),
+                "none: records before the seek: {:?}",
+                c.records
+            );
+            c.consumer.seek(&tp, divergent).expect("seek");
+            c.poll_until(Duration::from_secs(30), |c| c.next_offset() >= end);
+            assert_eq!(c.errors.len(), 1, "none: {:?}", c.errors);
+        } else {
+            assert_eq!(c.errors.len(), 1, "{reset:?}: {:?}", c.errors);
+        }
+        let first = c.records.first().map(|r| r.0);
+        assert_eq!(first, Some(OLD), "{reset:?}: where reading resumed");
+        assert_eq!(
+            c.values(),
+            new,
+            "{reset:?}: the new leader's records, nothing skipped"
+        );
+        assert_eq!(c.consumer.position(&tp).expect("position"), end);
+        figures.push(format!(
+            "ours {reset:?} divergent={divergent} resumed at {}",
+            first.unwrap_or(-1)
+        ));
+    }
+    report(&format!(
+        "old position {position} (epoch {epoch0}), new leader's log from {OLD} (epoch {}); {}; Java none divergent={java_divergent} (LogTruncationException), Java resumed at none={} earliest={} latest={}; {:.1} s in all",
+        after[0].leader_epoch,
+        figures.join(", "),
+        field(&java_resumed["none"], "first"),
+        field(&java_resumed["earliest"], "first"),
+        field(&java_resumed["latest"], "first"),
+        started.elapsed().as_secs_f64()
+    ));
+}
