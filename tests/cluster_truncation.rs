@@ -76,16 +76,23 @@ struct Ours {
 }
 
 impl Ours {
-    fn new(bootstrap: &str, tp: &TopicPartition, reset: OffsetReset) -> Ours {
-        let config = ConsumerConfig::new(bootstrap)
+    /// Assigned `tp`; from offset 0 without a `group`, else from its committed offset.
+    fn new(bootstrap: &str, tp: &TopicPartition, reset: OffsetReset, group: Option<&str>) -> Ours {
+        let mut config = ConsumerConfig::new(bootstrap)
             .client_id(&format!("it-truncation-{reset:?}"))
             .auto_offset_reset(reset)
             .default_api_timeout(Duration::from_secs(30))
             .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
             .retry_backoff(Duration::from_millis(100));
+        if let Some(g) = group {
+            // Only the commit the test makes: the offset stays where the truncation is.
+            config = config.group_id(g).enable_auto_commit(false);
+        }
         let mut consumer = new_consumer(config);
         consumer.assign(std::slice::from_ref(tp)).expect("assign");
-        consumer.seek(tp, 0).expect("seek");
+        if group.is_none() {
+            consumer.seek(tp, 0).expect("seek");
+        }
         Ours {
             reset,
             consumer,
@@ -133,6 +140,140 @@ impl Ours {
     }
 }
 
+impl Ours {
+    /// After the truncation: exactly one `LogTruncation` error naming `tp`, the old
+    /// `position` and `java_divergent`, then (after a seek to it with
+    /// `auto.offset.reset=none`) the records `new` from `OLD` on. Returns the figures.
+    fn expect_truncation(
+        &mut self,
+        what: &str,
+        tp: &TopicPartition,
+        position: i64,
+        java_divergent: i64,
+        new: &[String],
+    ) -> String {
+        let reset = self.reset;
+        let end = OLD + new.len() as i64;
+        self.poll_until(Duration::from_secs(60), |c| {
+            c.next_offset() >= end || (reset == OffsetReset::None && !c.errors.is_empty())
+        });
+        let truncations: Vec<&Error> = self
+            .errors
+            .iter()
+            .filter(|e| e.kind() == ErrorKind::LogTruncation)
+            .collect();
+        assert_eq!(truncations.len(), 1, "{what}: told once: {:?}", self.errors);
+        let e = truncations[0];
+        assert_eq!(e.partition(), Some(tp), "{e}");
+        assert_eq!(
+            e.offset(),
+            Some(position),
+            "{what}: the position before: {e}"
+        );
+        let divergent = e
+            .divergent_offset()
+            .unwrap_or_else(|| panic!("{what}: {e}"));
+        assert_eq!(
+            divergent, java_divergent,
+            "{what}: our divergent offset against Java's"
+        );
+        if reset == OffsetReset::None {
+            assert!(
+                self.records.is_empty(),
+                "{what}: nothing past the truncation: {:?}",
+                self.records
+            );
+            // Stopped until the application seeks.
+            let quiet = Instant::now() + Duration::from_secs(1);
+            self.poll_until(Duration::from_secs(3), |_| Instant::now() >= quiet);
+            assert!(
+                self.records.is_empty(),
+                "{what}: records before the seek: {:?}",
+                self.records
+            );
+            self.consumer.seek(tp, divergent).expect("seek");
+            self.poll_until(Duration::from_secs(30), |c| c.next_offset() >= end);
+        }
+        assert_eq!(self.errors.len(), 1, "{what}: {:?}", self.errors);
+        let first = self.records.first().map(|r| r.0);
+        assert_eq!(first, Some(OLD), "{what}: where reading resumed");
+        assert_eq!(
+            self.values(),
+            new,
+            "{what}: the new leader's records, nothing skipped"
+        );
+        assert_eq!(self.consumer.position(tp).expect("position"), end);
+        format!(
+            "{what} divergent={divergent} resumed at {}",
+            first.unwrap_or(-1)
+        )
+    }
+}
+
+/// What the Java consumers reported after the truncation, from TruncationClient's lines
+/// up to "done": the one `truncation` line (auto.offset.reset=none), and the `resumed`
+/// line of each policy.
+struct JavaOutcome {
+    truncation: String,
+    resumed: std::collections::BTreeMap<String, String>,
+}
+
+impl JavaOutcome {
+    fn parse(mut next: impl FnMut() -> String) -> JavaOutcome {
+        let mut truncation: Option<String> = None;
+        let mut resumed = std::collections::BTreeMap::new();
+        loop {
+            let line = next();
+            if line == "done" {
+                break;
+            }
+            if line.starts_with("truncation ") {
+                assert!(truncation.is_none(), "twice: {line}");
+                truncation = Some(line);
+            } else if line.starts_with("resumed ") {
+                let reset = line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_owned();
+                resumed.insert(reset, line);
+            } else {
+                panic!("TruncationClient: {line}");
+            }
+        }
+        let truncation =
+            truncation.expect("Java (auto.offset.reset=none) got no LogTruncationException");
+        assert!(truncation.starts_with("truncation none "), "{truncation}");
+        JavaOutcome {
+            truncation,
+            resumed,
+        }
+    }
+
+    /// The divergent offset of the LogTruncationException, checked against the position
+    /// and the epoch it was read at; the resume point and records of every policy checked.
+    fn check(&self, position: i64, epoch0: i32, resets: &[&str], new: &[String]) -> i64 {
+        let t = &self.truncation;
+        let divergent: i64 = field(t, "divergent").parse().expect("a divergent offset");
+        assert_eq!(field(t, "position"), position.to_string(), "{t}");
+        assert_eq!(field(t, "epoch"), epoch0.to_string(), "{t}");
+        assert_eq!(divergent, OLD, "Java: {t}");
+        for reset in resets {
+            let line = self
+                .resumed
+                .get(*reset)
+                .unwrap_or_else(|| panic!("Java {reset} did not resume: {:?}", self.resumed));
+            assert_eq!(field(line, "first"), OLD.to_string(), "{line}");
+            assert_eq!(field(line, "values"), new.join(","), "{line}");
+        }
+        divergent
+    }
+
+    fn first(&self, reset: &str) -> &str {
+        field(&self.resumed[reset], "first")
+    }
+}
+
 /// `key=value` fields of a TruncationClient line.
 fn field<'a>(line: &'a str, key: &str) -> &'a str {
     line.split_whitespace()
@@ -146,6 +287,7 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
     let cluster = Cluster::from_env();
     let bootstrap = cluster.bootstrap().to_owned();
     let topic = unique_topic("truncation");
+    let group = format!("{topic}-group");
     let tp = TopicPartition::new(topic.as_str(), 0);
     cluster.create_topic_on(
         &topic,
@@ -193,7 +335,12 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
         OffsetReset::None,
     ]
     .into_iter()
-    .map(|reset| Ours::new(&bootstrap, &tp, reset))
+    .map(|reset| {
+        // The first one also commits its position (with the leader epoch of the last
+        // record) to `group`, for the consumers started after the truncation.
+        let g = (reset == OffsetReset::Earliest).then_some(group.as_str());
+        Ours::new(&bootstrap, &tp, reset, g)
+    })
     .collect();
     for c in &mut ours {
         c.poll_until(Duration::from_secs(30), |c| c.next_offset() >= position);
@@ -202,22 +349,23 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
         assert_eq!(c.consumer.position(&tp).expect("position"), position);
         c.records.clear();
     }
+    ours[0].consumer.commit_sync().expect("commit");
     let mut cmd = java("TruncationClient");
     cmd.arg("consume")
         .args(["--bootstrap", &bootstrap, "--topic", &topic])
         .args(["--resets", "none,earliest,latest"])
         .args(["--until", &position.to_string()]);
-    let mut java = JavaProcess::spawn(cmd, "TruncationClient consume", "ready ");
+    let mut java_live = JavaProcess::spawn(cmd, "TruncationClient consume", "ready ");
     // The first ready line was consumed by spawn; the others follow.
     let mut java_ready = 1;
     while java_ready < 3 {
-        let line = java.next_line(Duration::from_secs(60));
+        let line = java_live.next_line(Duration::from_secs(60));
         assert!(line.starts_with("ready "), "{line}");
         assert_eq!(field(&line, "position"), position.to_string(), "{line}");
         assert_eq!(field(&line, "epoch"), epoch0.to_string(), "{line}");
         java_ready += 1;
     }
-    assert_eq!(java.next_line(Duration::from_secs(10)), "ready");
+    assert_eq!(java_live.next_line(Duration::from_secs(10)), "ready");
 
     // 3. The leader dies; the stale follower comes back and is elected uncleanly.
     let fault = Instant::now();
@@ -239,115 +387,52 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
     let end = OLD + NEW;
     let new = named("new-", NEW);
 
-    // 4. Java.
-    java.send_line(&format!("go {end}"));
-    let mut java_truncation: Option<String> = None;
-    let mut java_resumed = std::collections::BTreeMap::new();
-    loop {
-        let line = java.next_line(Duration::from_secs(70));
-        if line == "done" {
-            break;
-        }
-        if line.starts_with("truncation ") {
-            assert!(java_truncation.is_none(), "twice: {line}");
-            java_truncation = Some(line);
-        } else if line.starts_with("resumed ") {
-            let reset = line
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or_default()
-                .to_owned();
-            java_resumed.insert(reset, line);
-        } else {
-            panic!("TruncationClient: {line}");
-        }
-    }
-    java.finish();
-    let java_truncation =
-        java_truncation.expect("Java (auto.offset.reset=none) got no LogTruncationException");
-    assert!(
-        java_truncation.starts_with("truncation none "),
-        "{java_truncation}"
-    );
-    let java_divergent: i64 = field(&java_truncation, "divergent")
-        .parse()
-        .expect("a divergent offset");
-    assert_eq!(field(&java_truncation, "position"), position.to_string());
-    assert_eq!(field(&java_truncation, "epoch"), epoch0.to_string());
-    assert_eq!(java_divergent, OLD, "Java: {java_truncation}");
-    for reset in ["none", "earliest", "latest"] {
-        let line = &java_resumed[reset];
-        assert_eq!(field(line, "first"), OLD.to_string(), "{line}");
-        assert_eq!(field(line, "values"), new.join(","), "{line}");
-    }
+    // 4. The consumers that read up to `position`: Java.
+    java_live.send_line(&format!("go {end}"));
+    let live = JavaOutcome::parse(|| java_live.next_line(Duration::from_secs(70)));
+    java_live.finish();
+    let java_divergent = live.check(position, epoch0, &["none", "earliest", "latest"], &new);
 
-    // 4. Ours.
+    // Ours.
     let mut figures = Vec::new();
     for c in &mut ours {
-        let reset = c.reset;
-        c.poll_until(Duration::from_secs(60), |c| {
-            c.next_offset() >= end || (reset == OffsetReset::None && !c.errors.is_empty())
-        });
-        let truncations: Vec<&Error> = c
-            .errors
-            .iter()
-            .filter(|e| e.kind() == ErrorKind::LogTruncation)
-            .collect();
-        assert_eq!(truncations.len(), 1, "{reset:?}: told once: {:?}", c.errors);
-        let e = truncations[0];
-        assert_eq!(e.partition(), Some(&tp), "{e}");
-        assert_eq!(
-            e.offset(),
-            Some(position),
-            "{reset:?}: the position before: {e}"
-        );
-        let divergent = e
-            .divergent_offset()
-            .unwrap_or_else(|| panic!("{reset:?}: {e}"));
-        assert_eq!(
-            divergent, java_divergent,
-            "{reset:?}: our divergent offset against Java's"
-        );
-        if reset == OffsetReset::None {
-            assert!(
-                c.records.is_empty(),
-                "nothing past the truncation: {:?}",
-                c.records
-            );
-            // Stopped until the application seeks.
-            let quiet = Instant::now() + Duration::from_secs(1);
-            c.poll_until(Duration::from_secs(3), |_| Instant::now() >= quiet);
-            assert!(
-                c.records.is_empty(),
-                "none: records before the seek: {:?}",
-                c.records
-            );
-            c.consumer.seek(&tp, divergent).expect("seek");
-            c.poll_until(Duration::from_secs(30), |c| c.next_offset() >= end);
-            assert_eq!(c.errors.len(), 1, "none: {:?}", c.errors);
-        } else {
-            assert_eq!(c.errors.len(), 1, "{reset:?}: {:?}", c.errors);
-        }
-        let first = c.records.first().map(|r| r.0);
-        assert_eq!(first, Some(OLD), "{reset:?}: where reading resumed");
-        assert_eq!(
-            c.values(),
-            new,
-            "{reset:?}: the new leader's records, nothing skipped"
-        );
-        assert_eq!(c.consumer.position(&tp).expect("position"), end);
-        figures.push(format!(
-            "ours {reset:?} divergent={divergent} resumed at {}",
-            first.unwrap_or(-1)
-        ));
+        let what = format!("ours {:?}", c.reset);
+        figures.push(c.expect_truncation(&what, &tp, position, java_divergent, &new));
     }
+    drop(ours);
+
+    // 5. New consumers starting from the offset committed before the truncation (with
+    // the leader epoch of the record before it), Java's and ours.
+    let mut cmd = java("TruncationClient");
+    cmd.arg("committed")
+        .args([
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+        ])
+        .args(["--resets", "none,earliest", "--end", &end.to_string()]);
+    let out = run(&mut cmd, "TruncationClient committed");
+    let mut lines = out.lines().map(str::to_owned);
+    let committed = JavaOutcome::parse(|| lines.next().unwrap_or_else(|| panic!("{out}")));
+    let java_committed_divergent = committed.check(position, epoch0, &["none", "earliest"], &new);
+    for reset in [OffsetReset::Earliest, OffsetReset::None] {
+        let mut c = Ours::new(&bootstrap, &tp, reset, Some(&group));
+        let what = format!("ours {reset:?} from the committed offset");
+        figures.push(c.expect_truncation(&what, &tp, position, java_committed_divergent, &new));
+    }
+
     report(&format!(
-        "old position {position} (epoch {epoch0}), new leader's log from {OLD} (epoch {}); {}; Java none divergent={java_divergent} (LogTruncationException), Java resumed at none={} earliest={} latest={}; {:.1} s in all",
+        "old position {position} (epoch {epoch0}), new leader's log from {OLD} (epoch {}); {}; Java none divergent={java_divergent} (LogTruncationException), Java resumed at none={} earliest={} latest={}; from the committed offset Java none divergent={java_committed_divergent}, resumed at none={} earliest={}; {:.1} s in all",
         after[0].leader_epoch,
         figures.join(", "),
-        field(&java_resumed["none"], "first"),
-        field(&java_resumed["earliest"], "first"),
-        field(&java_resumed["latest"], "first"),
+        live.first("none"),
+        live.first("earliest"),
+        live.first("latest"),
+        committed.first("none"),
+        committed.first("earliest"),
         started.elapsed().as_secs_f64()
     ));
 }

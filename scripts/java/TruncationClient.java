@@ -27,6 +27,11 @@
 //         - records after the go print "resumed RESET first=O values=V1,V2,..." once
 //           reading reached END (O: the offset of the first record returned after "go").
 //       Prints "done" and exits 0; 60 s without reaching END fails.
+//   committed --bootstrap B --topic T [--partition 0] --group G --resets none,earliest --end END
+//       one new KafkaConsumer per policy with group.id G (assign, no seek: each starts from
+//       G's committed offset and the leader epoch committed with it, which it validates),
+//       polled until its position reaches END, reporting as consume does after "go"
+//       ("truncation ...", "resumed ..." with the first record it returned), then "done".
 //
 // Errors print "error MESSAGE" and exit 1; bad usage exits 2.
 
@@ -71,6 +76,7 @@ public class TruncationClient {
             switch (args[0]) {
                 case "produce": produce(); break;
                 case "consume": consume(); break;
+                case "committed": committed(); break;
                 default: usage("unknown command " + args[0]);
             }
             System.out.flush();
@@ -139,7 +145,12 @@ public class TruncationClient {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String reset) {
+        return consumer(bootstrap, reset, null);
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String reset, String group) {
         Properties p = new Properties();
+        if (group != null) p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, reset);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
@@ -157,8 +168,12 @@ public class TruncationClient {
         final List<String> values = new ArrayList<>();
 
         Reader(String bootstrap, String reset) {
+            this(bootstrap, reset, null);
+        }
+
+        Reader(String bootstrap, String reset, String group) {
             this.reset = reset;
-            this.consumer = consumer(bootstrap, reset);
+            this.consumer = consumer(bootstrap, reset, group);
         }
     }
 
@@ -189,12 +204,30 @@ public class TruncationClient {
         String line = in.readLine();
         if (line == null || !line.startsWith("go ")) throw new IllegalStateException("expected \"go END\" on stdin, got " + line);
         long end = Long.parseLong(line.substring(3).trim());
+        readTo(readers, tp, end);
+    }
 
-        deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    static void committed() throws Exception {
+        String bootstrap = need("--bootstrap");
+        TopicPartition tp = partition();
+        String group = need("--group");
+        long end = Long.parseLong(need("--end"));
+        Map<String, Reader> readers = new LinkedHashMap<>();
+        for (String reset : need("--resets").split(",")) {
+            Reader r = new Reader(bootstrap, reset, group);
+            r.consumer.assign(List.of(tp));
+            readers.put(reset, r);
+        }
+        readTo(readers, tp, end);
+    }
+
+    /** Polls every reader until its position reaches `end`, reporting truncations and records. */
+    static void readTo(Map<String, Reader> readers, TopicPartition tp, long end) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         List<Reader> left = new ArrayList<>(readers.values());
         while (!left.isEmpty()) {
             if (System.nanoTime() > deadline) {
-                throw new IllegalStateException("60 s after go, still short of offset " + end + ": "
+                throw new IllegalStateException("after 60 s still short of offset " + end + ": "
                         + left.stream().map(r -> r.reset + " after " + r.values.size() + " records").toList());
             }
             for (Reader r : new ArrayList<>(left)) {
