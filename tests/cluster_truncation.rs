@@ -35,6 +35,8 @@ use kafka_consumer::{Consumer, ConsumerConfig, Error, ErrorKind, OffsetReset, To
 const OLD: i64 = 20;
 /// Written with acks=1 while the follower is down: only on the leader that dies.
 const LOST: i64 = 10;
+/// Where the consumers that hold fetched records they have not returned yet stand.
+const HELD: i64 = 15;
 /// Written to the new leader after the unclean election (more than `LOST`: the new log
 /// ends past the consumers' position).
 const NEW: i64 = 15;
@@ -78,12 +80,26 @@ struct Ours {
 impl Ours {
     /// Assigned `tp`; from offset 0 without a `group`, else from its committed offset.
     fn new(bootstrap: &str, tp: &TopicPartition, reset: OffsetReset, group: Option<&str>) -> Ours {
+        Ours::with(bootstrap, tp, reset, group, None)
+    }
+
+    /// As [`Ours::new`], returning at most `max_poll` records per poll.
+    fn with(
+        bootstrap: &str,
+        tp: &TopicPartition,
+        reset: OffsetReset,
+        group: Option<&str>,
+        max_poll: Option<usize>,
+    ) -> Ours {
         let mut config = ConsumerConfig::new(bootstrap)
             .client_id(&format!("it-truncation-{reset:?}"))
             .auto_offset_reset(reset)
             .default_api_timeout(Duration::from_secs(30))
             .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
             .retry_backoff(Duration::from_millis(100));
+        if let Some(n) = max_poll {
+            config = config.max_poll_records(n);
+        }
         if let Some(g) = group {
             // Only the commit the test makes: the offset stays where the truncation is.
             config = config.group_id(g).enable_auto_commit(false);
@@ -350,22 +366,49 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
         c.records.clear();
     }
     ours[0].consumer.commit_sync().expect("commit");
+    // One more that has returned only the records before `HELD`: the others, up to
+    // `position`, wait in its buffer.
+    let mut held = Ours::with(&bootstrap, &tp, OffsetReset::Earliest, None, Some(5));
+    held.poll_until(Duration::from_secs(30), |c| c.next_offset() >= HELD);
+    assert_eq!(
+        held.values(),
+        read[..HELD as usize],
+        "held before the truncation"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = held.consumer.metrics();
+        let pm = &m.partitions[0];
+        if pm.position == Some(HELD) && HELD + pm.buffered_records as i64 == position {
+            break;
+        }
+        assert!(Instant::now() < deadline, "held: not all fetched: {pm:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    held.records.clear();
+
     let mut cmd = java("TruncationClient");
     cmd.arg("consume")
         .args(["--bootstrap", &bootstrap, "--topic", &topic])
         .args(["--resets", "none,earliest,latest"])
-        .args(["--until", &position.to_string()]);
+        .args(["--until", &position.to_string()])
+        .args(["--held", &HELD.to_string()]);
     let mut java_live = JavaProcess::spawn(cmd, "TruncationClient consume", "ready ");
     // The first ready line was consumed by spawn; the others follow.
-    let mut java_ready = 1;
-    while java_ready < 3 {
+    loop {
         let line = java_live.next_line(Duration::from_secs(60));
+        if line == "ready" {
+            break;
+        }
         assert!(line.starts_with("ready "), "{line}");
-        assert_eq!(field(&line, "position"), position.to_string(), "{line}");
+        let at = if line.starts_with("ready held ") {
+            HELD
+        } else {
+            position
+        };
+        assert_eq!(field(&line, "position"), at.to_string(), "{line}");
         assert_eq!(field(&line, "epoch"), epoch0.to_string(), "{line}");
-        java_ready += 1;
     }
-    assert_eq!(java_live.next_line(Duration::from_secs(10)), "ready");
 
     // 3. The leader dies; the stale follower comes back and is elected uncleanly.
     let fault = Instant::now();
@@ -401,6 +444,54 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
     }
     drop(ours);
 
+    // The one that had not returned the lost records: nothing it returned is gone, so no
+    // error; the rest of the old records and then the new ones, as Java's.
+    held.poll_until(Duration::from_secs(60), |c| c.next_offset() >= end);
+    assert!(held.errors.is_empty(), "held: {:?}", held.errors);
+    let held_expected: Vec<String> = named("old-", OLD)[HELD as usize..]
+        .iter()
+        .cloned()
+        .chain(new.iter().cloned())
+        .collect();
+    let offsets: Vec<i64> = held.records.iter().map(|r| r.0).collect();
+    assert_eq!(
+        offsets,
+        (HELD..end).collect::<Vec<_>>(),
+        "held: no gap, no repeat"
+    );
+    assert_eq!(
+        held.values(),
+        held_expected,
+        "held: no lost record returned"
+    );
+    // Java's returns what it holds unless it hears of the new leader first: it did not
+    // poll during the fault, so it may hand out the lost records from its buffer, then
+    // find the truncation at offset 30 and go back to 20 silently (auto.offset.reset
+    // earliest): offsets 20..29 twice, with different records, and no exception.
+    let java_held = &live.resumed["held"];
+    assert_eq!(field(java_held, "first"), HELD.to_string(), "{java_held}");
+    let java_values: Vec<&str> = field(java_held, "values").split(',').collect();
+    let java_lost = java_values
+        .iter()
+        .filter(|v| v.starts_with("lost-"))
+        .count();
+    let java_expected: Vec<String> = if java_lost == 0 {
+        held_expected.clone()
+    } else {
+        named("old-", OLD)[HELD as usize..]
+            .iter()
+            .cloned()
+            .chain(named("lost-", LOST))
+            .chain(new.iter().cloned())
+            .collect()
+    };
+    assert_eq!(java_values, java_expected, "Java held: {java_held}");
+    figures.push(format!(
+        "ours held at {HELD}: no error, no lost record, resumed at {HELD}; Java held at {HELD}: no exception, {java_lost} lost records returned{}",
+        if java_lost > 0 { ", then offsets 20.. again (the new records)" } else { "" }
+    ));
+    drop(held);
+
     // 5. New consumers starting from the offset committed before the truncation (with
     // the leader epoch of the record before it), Java's and ours.
     let mut cmd = java("TruncationClient");
@@ -414,23 +505,32 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
             &group,
         ])
         .args(["--resets", "none,earliest", "--end", &end.to_string()]);
-    let out = run(&mut cmd, "TruncationClient committed");
-    let mut lines = out.lines().map(str::to_owned);
-    let committed = JavaOutcome::parse(|| lines.next().unwrap_or_else(|| panic!("{out}")));
-    let java_committed_divergent = committed.check(position, epoch0, &["none", "earliest"], &new);
+    // (Side by side with ours, to save time; both must find OLD, checked by `check`.)
+    let java_committed = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting TruncationClient committed");
     for reset in [OffsetReset::Earliest, OffsetReset::None] {
         let mut c = Ours::new(&bootstrap, &tp, reset, Some(&group));
         let what = format!("ours {reset:?} from the committed offset");
-        figures.push(c.expect_truncation(&what, &tp, position, java_committed_divergent, &new));
+        figures.push(c.expect_truncation(&what, &tp, position, OLD, &new));
     }
+    let out = java_committed
+        .wait_with_output()
+        .expect("waiting for TruncationClient committed");
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = out.lines().map(str::to_owned);
+    let committed = JavaOutcome::parse(|| lines.next().unwrap_or_else(|| panic!("{out}")));
+    let java_committed_divergent = committed.check(position, epoch0, &["none", "earliest"], &new);
 
     report(&format!(
-        "old position {position} (epoch {epoch0}), new leader's log from {OLD} (epoch {}); {}; Java none divergent={java_divergent} (LogTruncationException), Java resumed at none={} earliest={} latest={}; from the committed offset Java none divergent={java_committed_divergent}, resumed at none={} earliest={}; {:.1} s in all",
+        "old position {position} (epoch {epoch0}), new leader's log from {OLD} (epoch {}); {}; Java none divergent={java_divergent} (LogTruncationException), Java resumed at none={} earliest={} latest={} held={}; from the committed offset Java none divergent={java_committed_divergent}, resumed at none={} earliest={}; {:.1} s in all",
         after[0].leader_epoch,
         figures.join(", "),
         live.first("none"),
         live.first("earliest"),
         live.first("latest"),
+        live.first("held"),
         committed.first("none"),
         committed.first("earliest"),
         started.elapsed().as_secs_f64()

@@ -27,6 +27,9 @@
 //         - records after the go print "resumed RESET first=O values=V1,V2,..." once
 //           reading reached END (O: the offset of the first record returned after "go").
 //       Prints "done" and exits 0; 60 s without reaching END fails.
+//       --held H adds a consumer "held" (auto.offset.reset=earliest, max.poll.records=5) that
+//       stops polling at position H (a multiple of 5) while the records after it that it
+//       fetched wait in its buffer; reported like the others.
 //   committed --bootstrap B --topic T [--partition 0] --group G --resets none,earliest --end END
 //       one new KafkaConsumer per policy with group.id G (assign, no seek: each starts from
 //       G's committed offset and the leader epoch committed with it, which it validates),
@@ -144,17 +147,14 @@ public class TruncationClient {
         System.out.println("produced " + count + " first=" + first + " last=" + last);
     }
 
-    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String reset) {
-        return consumer(bootstrap, reset, null);
-    }
-
-    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String reset, String group) {
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String label, String reset, String group, int maxPoll) {
         Properties p = new Properties();
         if (group != null) p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        if (maxPoll > 0) p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPoll);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, reset);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "truncation-" + reset);
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "truncation-" + label);
         p.put(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 500);
         p.put(ConsumerConfig.RETRY_BACKOFF_MAX_MS_CONFIG, 500);
         return new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
@@ -167,13 +167,11 @@ public class TruncationClient {
         long first = -1;
         final List<String> values = new ArrayList<>();
 
-        Reader(String bootstrap, String reset) {
-            this(bootstrap, reset, null);
-        }
+        long until;
 
-        Reader(String bootstrap, String reset, String group) {
-            this.reset = reset;
-            this.consumer = consumer(bootstrap, reset, group);
+        Reader(String bootstrap, String label, String reset, String group, int maxPoll) {
+            this.reset = label;
+            this.consumer = consumer(bootstrap, label, reset, group, maxPoll);
         }
     }
 
@@ -182,14 +180,23 @@ public class TruncationClient {
         TopicPartition tp = partition();
         long until = Long.parseLong(need("--until"));
         Map<String, Reader> readers = new LinkedHashMap<>();
-        for (String reset : need("--resets").split(",")) readers.put(reset, new Reader(bootstrap, reset));
+        for (String reset : need("--resets").split(",")) {
+            Reader r = new Reader(bootstrap, reset, reset, null, 0);
+            r.until = until;
+            readers.put(reset, r);
+        }
+        if (opts.containsKey("--held")) {
+            Reader r = new Reader(bootstrap, "held", "earliest", null, 5);
+            r.until = Long.parseLong(opts.get("--held"));
+            readers.put("held", r);
+        }
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
         for (Reader r : readers.values()) {
             r.consumer.assign(List.of(tp));
             r.consumer.seek(tp, 0);
-            while (r.consumer.position(tp) < until) {
+            while (r.consumer.position(tp) < r.until) {
                 if (System.nanoTime() > deadline) throw new IllegalStateException(r.reset + ": position "
-                        + r.consumer.position(tp) + " did not reach " + until + " within 60 s");
+                        + r.consumer.position(tp) + " did not reach " + r.until + " within 60 s");
                 for (ConsumerRecord<byte[], byte[]> rec : r.consumer.poll(Duration.ofMillis(100))) {
                     r.lastEpoch = rec.leaderEpoch();
                 }
@@ -214,7 +221,7 @@ public class TruncationClient {
         long end = Long.parseLong(need("--end"));
         Map<String, Reader> readers = new LinkedHashMap<>();
         for (String reset : need("--resets").split(",")) {
-            Reader r = new Reader(bootstrap, reset, group);
+            Reader r = new Reader(bootstrap, reset, reset, group, 0);
             r.consumer.assign(List.of(tp));
             readers.put(reset, r);
         }
