@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use common::*;
-use kafka_consumer::{Consumer, ConsumerConfig, Error, ErrorKind, OffsetReset, TopicPartition};
+use kafka_consumer::{
+    Consumer, ConsumerConfig, Error, ErrorKind, GroupProtocol, OffsetReset, TopicPartition,
+};
 
 /// Written with acks=all before the follower stops: on both replicas.
 const OLD: i64 = 20;
@@ -111,6 +113,28 @@ impl Ours {
         }
         Ours {
             reset,
+            consumer,
+            records: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// A member of `group` (auto.offset.reset=earliest, no auto-commit) subscribed to
+    /// `topic`, with `protocol`.
+    fn member(bootstrap: &str, topic: &str, group: &str, protocol: GroupProtocol) -> Ours {
+        let config = ConsumerConfig::new(bootstrap)
+            .client_id(&format!("it-truncation-member-{protocol:?}"))
+            .group_id(group)
+            .group_protocol(protocol)
+            .enable_auto_commit(false)
+            .auto_offset_reset(OffsetReset::Earliest)
+            .default_api_timeout(Duration::from_secs(30))
+            .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+            .retry_backoff(Duration::from_millis(100));
+        let mut consumer = new_consumer(config);
+        consumer.subscribe(&[topic]).expect("subscribe");
+        Ours {
+            reset: OffsetReset::Earliest,
             consumer,
             records: Vec::new(),
             errors: Vec::new(),
@@ -366,6 +390,26 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
         c.records.clear();
     }
     ours[0].consumer.commit_sync().expect("commit");
+    // Group members, one per protocol, each alone in its group: they commit what they
+    // read, so a rebalance during the fault would start them from there again.
+    let mut members: Vec<(GroupProtocol, Ours)> = [GroupProtocol::Classic, GroupProtocol::Consumer]
+        .into_iter()
+        .map(|protocol| {
+            let g = format!("{group}-member-{protocol:?}");
+            (protocol, Ours::member(&bootstrap, &topic, &g, protocol))
+        })
+        .collect();
+    for (protocol, m) in &mut members {
+        m.poll_until(Duration::from_secs(60), |c| c.next_offset() >= position);
+        assert_eq!(
+            m.values(),
+            read,
+            "member ({protocol:?}) before the truncation"
+        );
+        assert!(m.errors.is_empty(), "member ({protocol:?}): {:?}", m.errors);
+        m.consumer.commit_sync().expect("commit");
+        m.records.clear();
+    }
     // One more that has returned only the records before `HELD`: the others, up to
     // `position`, wait in its buffer.
     let mut held = Ours::with(&bootstrap, &tp, OffsetReset::Earliest, None, Some(5));
@@ -443,6 +487,11 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
         figures.push(c.expect_truncation(&what, &tp, position, java_divergent, &new));
     }
     drop(ours);
+    for (protocol, m) in &mut members {
+        let what = format!("group member ({protocol:?})");
+        figures.push(m.expect_truncation(&what, &tp, position, java_divergent, &new));
+    }
+    drop(members);
 
     // The one that had not returned the lost records: nothing it returned is gone, so no
     // error; the rest of the old records and then the new ones, as Java's.
