@@ -217,6 +217,18 @@ impl Ours {
             divergent, java_divergent,
             "{what}: our divergent offset against Java's"
         );
+        let text = e.to_string();
+        let next = if reset == OffsetReset::None {
+            "seek".to_owned()
+        } else {
+            format!("reading resumes at offset {divergent}")
+        };
+        assert!(
+            text.contains(&format!("position {position}"))
+                && text.contains(&format!("offset {divergent}"))
+                && text.contains(&next),
+            "{what}: the message says where the log differs and what comes next: {text}"
+        );
         if reset == OffsetReset::None {
             assert!(
                 self.records.is_empty(),
