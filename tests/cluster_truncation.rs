@@ -8,10 +8,14 @@
 //! 1. `OLD` records written with acks=all: both replicas have offsets 0..OLD.
 //! 2. Node 2 (the follower) stops cleanly: the ISR shrinks to {1}. `LOST` more records
 //!    written with acks=1 reach node 1 only, and the high watermark passes them. Our
-//!    consumers and the Java ones read all `OLD + LOST` records (leader epoch E0).
-//! 3. Node 1 is killed (the quorum is down to node 3 for a moment), node 2 comes back on its
-//!    old log, and the controller elects it although it is not in the ISR (an unclean
-//!    election: its log ends at `OLD`, a new leader epoch starts there). `NEW` records are
+//!    consumers (assigned, and group members of both protocols) and the Java ones read all
+//!    `OLD + LOST` records (leader epoch E0); one of ours commits that position. One more
+//!    of ours and of Java's return records only up to `HELD` and hold the rest fetched.
+//! 3. Node 1 is killed (the controller quorum is lost, one voter of three, until node 2 is
+//!    back), node 2 comes back on its old log, and the controller elects it although it is
+//!    not in the ISR (an unclean election, which the controller makes by itself with the
+//!    topic's setting; `elect-unclean` makes sure: its log ends at `OLD`, a new leader epoch
+//!    starts there). `NEW` records are
 //!    written to it: offsets `OLD..OLD + NEW`, past the consumers' position, so only the
 //!    leader epochs tell the logs apart.
 //! 4. Every consumer must find out (OffsetForLeaderEpoch: epoch E0 now ends at `OLD`) and
@@ -20,7 +24,11 @@
 //!    `auto.offset.reset` earliest or latest, and after the application's seek with `none`;
 //!    Java with `LogTruncationException` and `divergentOffsets()` with `none`, silently with
 //!    earliest and latest (`SubscriptionState.maybeCompleteValidation` seeks to the
-//!    divergent offset and only logs it).
+//!    divergent offset and only logs it). The consumers holding records from `HELD` on:
+//!    ours drops the lost ones unreturned, without an error; Java's (not polled during the
+//!    fault) may hand them out first and then read `OLD..` again, silently.
+//! 5. New consumers starting from the committed position (and its leader epoch), ours and
+//!    Java's, report the same truncation and resume at `OLD` too.
 
 mod common;
 
