@@ -28,10 +28,13 @@
 #                     wait until it answers and is a live (unfenced) broker again
 #   heal              thaw every frozen node, restart every stopped one, wait as start does
 #
-#   create-topic NAME PARTITIONS [KEY=VALUE ...]
+#   create-topic NAME PARTITIONS [--replicas 1,2] [KEY=VALUE ...]
 #                     create a topic with replication factor 3 and these topic configs
 #                     (e.g. unclean.leader.election.enable=true); waits until every
-#                     partition has a leader and 3 in-sync replicas on every running node
+#                     partition has a leader and all its replicas in sync on every running
+#                     node. --replicas puts every partition on exactly these nodes instead,
+#                     the first its preferred leader (a topic on nodes 1 and 2 can lose both
+#                     while node 3 keeps the controller quorum: tests/cluster_truncation.rs)
 #   describe NAME     one line per partition, as the first running node sees it:
 #                     partition=P leader=L epoch=E replicas=1,2,3 isr=1,2,3 offline=-
 #                     (leader=-1: none; offline: replicas known to be offline, - if none)
@@ -44,6 +47,11 @@
 #                     move the leadership of every partition back to its first replica
 #                     (automatic leader rebalancing is off) and wait until every running
 #                     node sees it
+#   elect-unclean NAME
+#                     unclean leader election for every partition of NAME without a live
+#                     leader (a live replica outside the ISR becomes the leader: the log is
+#                     truncated to what it has), retried until one is alive; waits until
+#                     every running node sees a live leader; prints them as describe does
 #   coordinator GROUP the node id of the group's coordinator
 #   quorum            leader=N epoch=E high-watermark=H voters=1,2,3 lag=1:0,2:0,3:0
 #
@@ -602,8 +610,9 @@ usage() {
   cat >&2 <<EOF
 usage: $0 start | stop [--clean] | status | bootstrap | heal
           | kill N | stop-node N | freeze N | thaw N | restart N
-          | create-topic NAME PARTITIONS [KEY=VALUE ...] | describe NAME
+          | create-topic NAME PARTITIONS [--replicas 1,2] [KEY=VALUE ...] | describe NAME
           | leader NAME PARTITION | wait-isr NAME [SECONDS] | elect-preferred NAME
+          | elect-unclean NAME
           | coordinator GROUP | quorum
 (see the comment at the top of scripts/cluster.sh)
 EOF
@@ -628,7 +637,15 @@ case "$cmd" in
     topic="$1" parts="$2"
     shift 2
     cfg=()
-    for kv in "$@"; do
+    while [[ $# -gt 0 ]]; do
+      kv="$1"
+      shift
+      if [[ "$kv" == --replicas ]]; then
+        [[ $# -gt 0 && "$1" =~ ^[1-3](,[1-3])*$ ]] || die "--replicas wants node ids like 1,2"
+        cfg+=(--replicas "$1")
+        shift
+        continue
+      fi
       [[ "$kv" == *=* ]] || die "topic config '$kv' is not KEY=VALUE"
       cfg+=(--config "$kv")
     done
@@ -641,6 +658,7 @@ case "$cmd" in
     cluster_admin wait-isr --topic "$1" --timeout "${2:-60}"
     ;;
   elect-preferred) [[ $# -eq 1 ]] || usage; cluster_admin elect-preferred --topic "$1" ;;
+  elect-unclean) [[ $# -eq 1 ]] || usage; cluster_admin elect-unclean --topic "$1" ;;
   coordinator) [[ $# -eq 1 ]] || usage; cluster_admin coordinator --group "$1" ;;
   quorum) [[ $# -eq 0 ]] || usage; cluster_admin quorum ;;
   *) usage ;;

@@ -3,7 +3,7 @@
 //! records the consumer read. The consumer must find out before it fetches from the new
 //! leader, tell the application (never skip records or reset silently), and go on where
 //! the logs agree. The same on a real cluster, with an unclean election, is in
-//! `tests/cluster.rs`.
+//! `tests/cluster_truncation.rs`.
 
 mod common;
 

@@ -19,8 +19,11 @@
 //       until every --bootstrap node answers a Metadata request listing all of --nodes as
 //       live (registered, unfenced) brokers, and the metadata quorum has a leader; prints
 //       "ready brokers=1,2,3 quorum-leader=N"
-//   create-topic --topic T --partitions P [--rf 3] [--config KEY=VALUE]...
-//       creates T and waits as wait-isr does; prints "created T"
+//   create-topic --topic T --partitions P [--rf 3] [--replicas 1,2] [--config KEY=VALUE]...
+//       creates T and waits as wait-isr does; prints "created T". --replicas places every
+//       partition on exactly these nodes, the first the preferred leader (instead of --rf:
+//       e.g. a topic on two nodes, so the third keeps the controller quorum while both are
+//       disturbed)
 //   describe --topic T
 //       one line per partition, as the first answering node sees it:
 //       "partition=P leader=L epoch=E replicas=1,2,3 isr=1,2,3 offline=-"
@@ -34,6 +37,12 @@
 //       preferred leader election for every partition of T (a partition already led by
 //       its first replica is left alone), then waits until every --bootstrap node sees
 //       the first replica of every partition as its leader; prints the partitions
+//   elect-unclean --topic T
+//       unclean leader election for every partition of T without a live leader (Admin
+//       electLeaders(UNCLEAN): a live replica outside the ISR may become the leader, losing
+//       what only the old leader had), retried until a replica is alive to elect; then waits
+//       until every --bootstrap node sees every partition with a live leader; prints the
+//       partitions as describe does
 //   coordinator --group G
 //       prints the node id of G's group coordinator (FindCoordinator, retried while the
 //       coordinator is not available, e.g. while __consumer_offsets is being created)
@@ -118,6 +127,7 @@ public class ClusterAdmin {
                 case "leader": leader(); break;
                 case "wait-isr": printPartitions(waitIsr(need("--topic"), false)); break;
                 case "elect-preferred": electPreferred(); break;
+                case "elect-unclean": electUnclean(); break;
                 case "coordinator": coordinator(); break;
                 case "quorum": quorum(); break;
                 default: throw new UsageException("unknown command " + cmd);
@@ -328,8 +338,24 @@ public class ClusterAdmin {
         short rf = (short) intOpt("--rf", 3);
         Map<String, String> cfg = new LinkedHashMap<>();
         for (String c : configs) cfg.put(c.substring(0, c.indexOf('=')), c.substring(c.indexOf('=') + 1));
+        NewTopic nt;
+        if (opts.containsKey("--replicas")) {
+            List<Integer> replicas = new ArrayList<>();
+            for (String id : opts.get("--replicas").split(",")) {
+                try {
+                    replicas.add(Integer.parseInt(id.trim()));
+                } catch (NumberFormatException e) {
+                    throw new UsageException("--replicas wants node ids like 1,2, not " + opts.get("--replicas"));
+                }
+            }
+            Map<Integer, List<Integer>> assignment = new HashMap<>();
+            for (int p = 0; p < partitions; p++) assignment.put(p, replicas);
+            nt = new NewTopic(topic, assignment);
+        } else {
+            nt = new NewTopic(topic, partitions, rf);
+        }
         try (Admin admin = admin()) {
-            admin.createTopics(Collections.singleton(new NewTopic(topic, partitions, rf).configs(cfg)))
+            admin.createTopics(Collections.singleton(nt.configs(cfg)))
                     .all().get(millisLeft(), TimeUnit.MILLISECONDS);
         } catch (ExecutionException e) {
             throw new Failure("creating topic " + topic + ": " + e.getCause());
@@ -401,6 +427,44 @@ public class ClusterAdmin {
             }
         }
         printPartitions(waitIsr(topic, true));
+    }
+
+    static void electUnclean() throws Exception {
+        String topic = need("--topic");
+        List<Part> parts = describe(null, topic, true);
+        Set<TopicPartition> tps = new java.util.HashSet<>();
+        for (Part p : parts) tps.add(new TopicPartition(topic, p.partition()));
+        String why;
+        try (Admin admin = admin()) {
+            while (true) {
+                why = null;
+                Map<TopicPartition, java.util.Optional<Throwable>> result;
+                try {
+                    result = admin.electLeaders(ElectionType.UNCLEAN, tps).partitions()
+                            .get(Math.min(millisLeft(), 10000), TimeUnit.MILLISECONDS);
+                } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                    result = Map.of();
+                    why = "electLeaders: " + (e.getCause() != null ? e.getCause() : e);
+                }
+                for (Map.Entry<TopicPartition, java.util.Optional<Throwable>> e : result.entrySet()) {
+                    // Not needed: the partition has a live leader already.
+                    if (e.getValue().isPresent() && !(e.getValue().get() instanceof ElectionNotNeededException)) {
+                        why = "electing a leader of " + e.getKey() + ": " + e.getValue().get();
+                    }
+                }
+                if (why == null) {
+                    for (String n : bootstrap) {
+                        for (Part p : describe(n, topic, false)) {
+                            if (p.leader() < 0 || p.offline().contains(p.leader())) why = n + " sees " + topic + " " + p.line();
+                        }
+                    }
+                }
+                if (why == null) break;
+                if (timedOut()) throw new Failure("unclean election timed out: " + why);
+                pause();
+            }
+        }
+        printPartitions(describe(null, topic, true));
     }
 
     static void coordinator() throws Exception {

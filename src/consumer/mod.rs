@@ -527,21 +527,21 @@ impl Consumer {
             return;
         };
         let position = p.position.unwrap_or(fetch_offset);
-        if divergent.is_some_and(|(at, _)| position <= at) {
+        if let Some((at, _)) = divergent.filter(|&(at, _)| position <= at) {
             log::info!(
-                "partition {tp}: records prefetched past offset {position} are gone from the log (never returned); fetching again from {position}"
+                "partition {tp}: records prefetched from offset {at} on are gone from the log (never returned); fetching again from the position {position}"
             );
             self.seek_internally(&tp, SeekTo::Offset(position));
             return;
         }
         let what = match divergent {
             Some((at, leader_epoch)) => format!(
-                "partition {tp}: the log was truncated: it differs from what this consumer read from offset {at} on (leader epoch {}), below its position {position}; the records from {at} to {} are no longer in the log",
+                "partition {tp}: the log was truncated below this consumer's position {position}: leader epoch {} now ends at offset {at}, so the records consumed from {at} to {} are no longer in the log",
                 leader_epoch.0,
                 position - 1
             ),
             None => format!(
-                "partition {tp}: the log was truncated below this consumer's position {position}, and the leader has no offsets for the leader epoch of the records read, so where it differs is unknown"
+                "partition {tp}: the log was truncated below this consumer's position {position}, and the leader has no offsets for the leader epoch of the records consumed, so where it differs is unknown"
             ),
         };
         let resume = match (divergent, self.cfg.auto_offset_reset) {

@@ -214,6 +214,34 @@ impl Cluster {
         script(&args);
     }
 
+    /// Creates `name` with every partition on exactly the nodes `replicas` (the first its
+    /// preferred leader) and these topic configs; returns once every partition has a leader
+    /// and all its replicas in sync.
+    pub fn create_topic_on(
+        &self,
+        name: &str,
+        partitions: i32,
+        replicas: &[u8],
+        configs: &[(&str, &str)],
+    ) {
+        replicas.iter().for_each(|&n| check_node(n));
+        let nodes: Vec<String> = replicas.iter().map(u8::to_string).collect();
+        let nodes = nodes.join(",");
+        let kvs: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parts = partitions.to_string();
+        let mut args = vec!["create-topic", name, parts.as_str(), "--replicas", &nodes];
+        args.extend(kvs.iter().map(String::as_str));
+        script(&args);
+    }
+
+    /// Unclean leader election for every partition of `name` that has no live leader (a
+    /// live replica outside the ISR may become the leader, and the log is cut back to what
+    /// it holds); retried until a replica is alive to elect. Returns the partitions once
+    /// every running node sees a live leader for each.
+    pub fn elect_unclean(&self, name: &str) -> Vec<PartitionState> {
+        parse_partitions(&script(&["elect-unclean", name]), name)
+    }
+
     /// The partitions of `name` as a running node sees them, sorted by partition.
     pub fn describe(&self, name: &str) -> Vec<PartitionState> {
         parse_partitions(&script(&["describe", name]), name)

@@ -21,7 +21,7 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn run(cmd: &mut Command, what: &str) -> String {
+pub fn run(cmd: &mut Command, what: &str) -> String {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
@@ -36,7 +36,7 @@ fn run(cmd: &mut Command, what: &str) -> String {
     stdout
 }
 
-fn last_line(s: &str) -> String {
+pub fn last_line(s: &str) -> String {
     s.lines()
         .rev()
         .find(|l| !l.trim().is_empty())
@@ -96,8 +96,9 @@ fn java_classes() -> &'static PathBuf {
                 .arg(root().join("scripts/java/TestAdmin.java"))
                 .arg(root().join("scripts/java/AssignorCheck.java"))
                 .arg(root().join("scripts/java/GroupMember.java"))
-                .arg(root().join("scripts/java/SeqProducer.java")),
-            "compiling scripts/java/TestProducer.java, TestAdmin.java, AssignorCheck.java, GroupMember.java and SeqProducer.java",
+                .arg(root().join("scripts/java/SeqProducer.java"))
+                .arg(root().join("scripts/java/TruncationClient.java")),
+            "compiling scripts/java/TestProducer.java, TestAdmin.java, AssignorCheck.java, GroupMember.java, SeqProducer.java and TruncationClient.java",
         );
         dir
     })
@@ -140,7 +141,9 @@ pub struct JavaProcess {
 }
 
 impl JavaProcess {
-    fn spawn(mut cmd: Command, what: &str, ready: &str) -> JavaProcess {
+    /// Starts `cmd` (a [`java`] command) and waits up to 90 s for a stdout line starting
+    /// with `ready`.
+    pub fn spawn(mut cmd: Command, what: &str, ready: &str) -> JavaProcess {
         use std::io::BufRead;
         use std::process::Stdio;
         let mut child = cmd
@@ -179,6 +182,23 @@ impl JavaProcess {
                 Err(e) => panic!("{}: no line `{prefix}...` ({e:?})", self.what),
             }
         }
+    }
+
+    /// The next stdout line, waiting up to `limit` (then panics).
+    pub fn next_line(&mut self, limit: Duration) -> String {
+        self.lines
+            .recv_timeout(limit)
+            .unwrap_or_else(|e| panic!("{}: no line within {limit:?} ({e:?})", self.what))
+    }
+
+    /// Writes `line` to its stdin.
+    pub fn send_line(&mut self, line: &str) {
+        use std::io::Write;
+        let child = self.child.as_mut().expect("running");
+        let stdin = child.stdin.as_mut().expect("piped stdin");
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("{}: writing to its stdin: {e}", self.what));
     }
 
     /// Closes its stdin (it then finishes: a member leaves the group, a held transaction
