@@ -712,10 +712,15 @@ impl CuttingProxy {
 fn a_connection_cut_in_the_middle_of_a_fetch_response_is_retried_without_loss_or_duplicates() {
     // Held only so that this test does not run beside the cluster's tests.
     let _cluster = Cluster::from_env();
-    const PORT: u16 = 45092;
-    let proxy = CuttingProxy::start(PORT);
+    // The broker's port (its controller takes the next one): below Linux's ephemeral range
+    // (see `OwnBroker`), free of the other tests' brokers; CONN_TEST_BROKER_PORT moves it.
+    let port: u16 = std::env::var("CONN_TEST_BROKER_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(19592);
+    let proxy = CuttingProxy::start(port);
     let advertised = format!("advertised.listeners=PLAINTEXT://127.0.0.1:{}", proxy.port);
-    let broker = OwnBroker::start_with("b45", PORT, &[advertised.as_str()]);
+    let broker = OwnBroker::start_with("conn-proxy-test", port, &[advertised.as_str()]);
     let topic = unique_topic("cut");
     const PARTS: i32 = 2;
     const TOTAL: u64 = 20_000;
