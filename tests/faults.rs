@@ -211,3 +211,59 @@ fn a_fetch_without_an_answer_times_out_and_is_retried_on_a_new_connection() {
     );
     assert!(fetches.load(Ordering::SeqCst) >= 2);
 }
+
+/// A leader that stops answering (frozen: its connections stay open) and loses the
+/// partition to another broker: once the fetch to it times out, the consumer asks for
+/// newer metadata at once (as the Java client does after any disconnect) and reads from
+/// the new leader, instead of fetching from the old one again until `metadata.max.age.ms`.
+#[test]
+fn a_fetch_timeout_refreshes_metadata_and_reading_moves_to_the_new_leader() {
+    let hung = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let h2 = Arc::clone(&hung);
+    let opts = Options {
+        nodes: 2,
+        versions: OLD.to_vec(),
+        ..Options::default()
+    };
+    let fake = FakeCluster::with(opts, move |r| match r.key {
+        METADATA => {
+            // After node 0 froze, the cluster says node 1 leads t-0.
+            let leader = if h2.load(Ordering::SeqCst) { 1 } else { 0 };
+            let brokers = [broker(0, r.ports[0]), broker(1, r.ports[1])];
+            Reply::Send(metadata(r, &brokers, &[part("t", 0, leader)]))
+        }
+        LIST_OFFSETS => Reply::Send(list_offsets(r, |_, _, _| (0, 0))),
+        FETCH if r.node == 0 => {
+            h2.store(true, Ordering::SeqCst);
+            Reply::Hang
+        }
+        FETCH => Reply::Send(fetch_records(r, &batch(0, 2))),
+        _ => Reply::Close,
+    });
+    let cfg = ConsumerConfig::new(&fake.addr(0))
+        .auto_offset_reset(OffsetReset::Earliest)
+        .request_timeout(Duration::from_millis(800))
+        .fetch_max_wait(Duration::from_millis(100))
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
+    common::init_log();
+    let mut c = Consumer::new(cfg).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut offsets = Vec::new();
+    while offsets.len() < 2 && std::time::Instant::now() < deadline {
+        let recs = c.poll(Duration::from_millis(200)).unwrap();
+        offsets.extend(recs.iter().map(|r| r.offset()));
+    }
+    assert_eq!(
+        offsets,
+        vec![0, 1],
+        "read from the new leader within 5 s (fetches to node 0 timed out after 0.8 s)"
+    );
+    let m = c.metrics();
+    assert_eq!(m.partitions[0].fetched_from, Some(1), "records from node 1");
+    assert!(
+        hung.load(Ordering::SeqCst),
+        "the first fetch went to node 0"
+    );
+}

@@ -579,6 +579,8 @@ pub(crate) struct Fetcher {
     sent: HashMap<RequestId, Sent>,
     rotation: HashMap<NodeId, usize>,
     queue: VecDeque<Transmit>,
+    /// A planning pass made positions fetchable that it had already passed over.
+    replan: bool,
     events: VecDeque<FetchEvent>,
     budget: Arc<Budget>,
     /// Spare decompression buffers, given back by dropped chunks.
@@ -608,6 +610,7 @@ impl Fetcher {
             sent: HashMap::new(),
             rotation: HashMap::new(),
             queue: VecDeque::new(),
+            replan: false,
             events: VecDeque::new(),
             spares: Pool::with_size(Arc::clone(&budget), DECODE_SPARES),
             budget,
@@ -766,7 +769,14 @@ impl Fetcher {
         cluster: &mut Cluster,
     ) -> Option<Transmit> {
         if self.queue.is_empty() {
+            self.replan = false;
             self.plan(now, links, cluster);
+            if self.replan && self.queue.is_empty() {
+                // Validation was skipped (the leader has no OffsetForLeaderEpoch v3): those
+                // positions are fetchable now, in this round, not at the next wakeup (there
+                // may be none). They are At with the leader seen: no second skip.
+                self.plan(now, links, cluster);
+            }
         }
         self.queue.pop_front()
     }
@@ -1075,6 +1085,7 @@ impl Fetcher {
                         p.leader_seen = Some((node, c.current_leader_epoch));
                     }
                 }
+                self.replan = true;
             }
         }
     }

@@ -203,6 +203,12 @@ impl IoLoop {
                     }
                     if !established {
                         self.link_failed(route, &why, now);
+                    } else if !failed.is_empty() && matches!(route.peer, Peer::Node(_)) {
+                        // As the Java client does on any disconnect: a broker that broke
+                        // or timed out a request may have lost its leaderships (frozen,
+                        // fenced); newer metadata says who leads now, before the next
+                        // fetch waits for a new connection to it (a spaced refresh).
+                        self.cluster.request_update();
                     }
                     for tag in failed {
                         self.route_failure(tag, &failure, now);

@@ -204,6 +204,20 @@ impl Cluster {
         self.disturbed().remove(&n);
     }
 
+    /// Stops every node cleanly at once (`scripts/cluster.sh stop`, storage kept) and waits
+    /// until all three exited.
+    pub fn stop_all(&self) {
+        self.disturbed().extend([1, 2, 3]);
+        script(&["stop"]);
+    }
+
+    /// Thaws frozen nodes and starts stopped ones on their storage (`scripts/cluster.sh
+    /// heal`); returns once all three answer and the quorum has a leader.
+    pub fn heal(&self) {
+        script(&["heal"]);
+        self.disturbed().clear();
+    }
+
     /// Creates `name` with `partitions` partitions, replication factor 3 and these topic
     /// configs; returns once every partition has a leader and 3 in-sync replicas.
     pub fn create_topic(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {

@@ -1195,6 +1195,32 @@ fn a_leader_without_offset_for_leader_epoch_v3_is_fetched_from_without_validatio
 }
 
 #[test]
+fn skipping_validation_fetches_in_the_same_round_rather_than_at_a_wakeup_that_may_never_come() {
+    let mut r = leader_moved_after_reading_ten(Some((5, 7)));
+    let versions = || Versions::new(vec![(1, 4, 18), (2, 1, 11), (3, 1, 13), (23, 2, 2)]);
+    r.net.links.on_ready(control_route(2), versions());
+    r.net.links.on_ready(fetch_route(2), versions());
+    for _ in 0..6 {
+        let out = r.round();
+        let seen = r.fetcher.parts[&t0()].leader_seen;
+        if out.is_empty() {
+            // Nothing would wake the I/O loop again: the partition would sit unfetched.
+            assert_ne!(
+                seen.map(|(n, _)| n),
+                Some(NodeId(2)),
+                "validation on node 2 was skipped, but that round fetched nothing"
+            );
+            continue;
+        }
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].route, fetch_route(2));
+        assert_eq!(r.fetched(&out[0]), vec![(t0(), 10)]);
+        return;
+    }
+    panic!("no fetch from node 2 within six rounds");
+}
+
+#[test]
 fn a_position_without_a_leader_epoch_is_not_validated_when_the_leader_moves() {
     let (mut r, t) = fetching_from(4);
     let p = r.broker.part(&t0());
