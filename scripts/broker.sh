@@ -259,7 +259,7 @@ running_pid() { # prints the pid if a broker started by this script is alive
   kill -0 "$pid" 2>/dev/null || return 1
   # Guard against pid reuse: the process must be our kafka.Kafka.
   if [[ -r "/proc/$pid/cmdline" ]]; then
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "kafka.Kafka $RUN/server.properties" || return 1
+    { tr '\0' ' ' <"/proc/$pid/cmdline" || true; } | grep -q "kafka.Kafka $RUN/server.properties" || return 1
   fi
   echo "$pid"
 }
@@ -275,11 +275,13 @@ tcp_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 broker_answers() {
   local cls=org.apache.kafka.tools.BrokerApiVersionsCommand
   major_minor_ge "$VERSION" 4 0 || cls=kafka.admin.BrokerApiVersionsCommand
+  # The whole output goes to grep: with pipefail, a writer cut off by `grep -q` at its
+  # match would fail the check.
   timeout 30 java -Xshare:auto -XX:TieredStopAtLevel=1 -Xmx256m \
     -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2-tools.properties" \
     -Dlog4j.configuration="file:$RUN/log4j-tools.properties" \
     -cp "$(classpath)" "$cls" --bootstrap-server "$HOST:$1" 2>/dev/null \
-    | grep -q "(id: 1 "
+    | grep -c "(id: 1 " >/dev/null
 }
 
 show_log_tail() {
@@ -287,7 +289,7 @@ show_log_tail() {
     # The cause is usually logged well before the shutdown noise at the end.
     if grep -qE "ERROR|FATAL" "$LOG_FILE"; then
       log "---- first errors in $LOG_FILE ----"
-      grep -E -A3 "ERROR|FATAL" "$LOG_FILE" | head -n 40 >&2
+      { grep -E -A3 "ERROR|FATAL" "$LOG_FILE" || true; } | head -n 40 >&2
     fi
     log "---- last 50 lines of $LOG_FILE ----"
     tail -n 50 "$LOG_FILE" >&2

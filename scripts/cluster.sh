@@ -175,9 +175,9 @@ running_pid() {
   [[ -n "$state" && "$state" != Z ]] || return 1
   # Guard against pid reuse: the process must be this node's kafka.Kafka.
   if [[ -r "/proc/$pid/cmdline" ]]; then
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "kafka.Kafka $(node_dir "$1")/server.properties" || return 1
+    { tr '\0' ' ' <"/proc/$pid/cmdline" || true; } | grep -q "kafka.Kafka $(node_dir "$1")/server.properties" || return 1
   else
-    ps -o args= -p "$pid" 2>/dev/null | grep -q "kafka.Kafka $(node_dir "$1")/server.properties" || return 1
+    { ps -o args= -p "$pid" 2>/dev/null || true; } | grep -q "kafka.Kafka $(node_dir "$1")/server.properties" || return 1
   fi
   echo "$pid"
 }
@@ -254,7 +254,7 @@ show_log_tail() { # show_log_tail N
   if [[ -f "$lf" ]]; then
     if grep -qE "ERROR|FATAL" "$lf"; then
       log "---- node $1: first errors in $lf ----"
-      grep -E -A3 "ERROR|FATAL" "$lf" | head -n 40 >&2
+      { grep -E -A3 "ERROR|FATAL" "$lf" || true; } | head -n 40 >&2
     fi
     log "---- node $1: last 30 lines of $lf ----"
     tail -n 30 "$lf" >&2
@@ -407,7 +407,9 @@ wait_started() {
       show_log_tail "$n"
       die "node $n (pid $pid) exited during startup"
     fi
-    if tcp_open "$(port "$n")" && tail -c +"$((start + 1))" "$dir/broker.log" 2>/dev/null | grep -q "Kafka Server started"; then
+    # (pipefail: `grep -q` stops reading at the match, and a log grown past the pipe's
+    # buffer since then would fail the writer with SIGPIPE and the whole test with it.)
+    if tcp_open "$(port "$n")" && { tail -c +"$((start + 1))" "$dir/broker.log" 2>/dev/null || true; } | grep -q "Kafka Server started"; then
       return 0
     fi
     if (( SECONDS >= deadline )); then
