@@ -17,26 +17,7 @@ use kafka_consumer::testing::api::offset_for_leader_epoch::{
     OffsetForLeaderTopicResult,
 };
 use kafka_consumer::testing::frame::encode_response;
-use kafka_consumer::testing::records::testing::{encode_batch, BatchSpec, RecordSpec};
 use kafka_consumer::{Consumer, ConsumerConfig, Error, ErrorKind, OffsetReset, TopicPartition};
-
-/// `n` records at `base` written under leader epoch `epoch`, values `<prefix><offset>`.
-fn batch_at(base: i64, n: i32, epoch: i32, prefix: &str) -> Vec<u8> {
-    let values: Vec<String> = (0..n)
-        .map(|i| format!("{prefix}{}", base + i as i64))
-        .collect();
-    let recs: Vec<RecordSpec<'_>> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (i as i32, 0, None, Some(v.as_bytes()), &[][..]))
-        .collect();
-    encode_batch(&BatchSpec {
-        base_offset: base,
-        partition_leader_epoch: epoch,
-        records: &recs,
-        ..BatchSpec::default()
-    })
-}
 
 /// Node 0 leads `t-0`. At leader epoch 0 its log holds `v0..v9` (epoch 0). Once the test
 /// bumps the epoch to 1 (an unclean election, as it were), the log holds `v0..v6` of epoch

@@ -75,7 +75,15 @@ pub fn serve_logs(logs: HashMap<i32, Log>) -> impl Fn(&Request) -> Reply + Send 
 
 /// `n` records at `base` with values `v<offset>`, uncompressed.
 pub fn batch(base: i64, n: i32) -> Vec<u8> {
-    let values: Vec<String> = (0..n).map(|i| format!("v{}", base + i as i64)).collect();
+    batch_at(base, n, 0, "v")
+}
+
+/// `n` records at `base` written under leader epoch `epoch`, values `<prefix><offset>`,
+/// uncompressed.
+pub fn batch_at(base: i64, n: i32, epoch: i32, prefix: &str) -> Vec<u8> {
+    let values: Vec<String> = (0..n)
+        .map(|i| format!("{prefix}{}", base + i as i64))
+        .collect();
     let recs: Vec<RecordSpec<'_>> = values
         .iter()
         .enumerate()
@@ -83,6 +91,7 @@ pub fn batch(base: i64, n: i32) -> Vec<u8> {
         .collect();
     encode_batch(&BatchSpec {
         base_offset: base,
+        partition_leader_epoch: epoch,
         records: &recs,
         ..BatchSpec::default()
     })
