@@ -43,7 +43,34 @@ echo "test.sh: cluster at $KAFKA_CLUSTER_BOOTSTRAP"
 
 # The group tests run our consumer in processes of their own (examples/group_member.rs).
 cargo build --release --examples
-cargo test --release --all-targets
+cargo test --release --all-targets --no-run
+# The tests on the 3-node cluster (they take it one at a time) run beside the rest, which
+# use the single broker: they share only the cores and mostly wait on the brokers, and
+# this halves their share of the wall time. Their output is shown when they end.
+cluster_tests=(chaos cluster cluster_conn cluster_truncation)
+cluster_log="target/test-cluster.log"
+other_tests=()
+for f in tests/*.rs; do
+  t="$(basename "$f" .rs)"
+  [[ " ${cluster_tests[*]} " == *" $t "* ]] || other_tests+=(--test "$t")
+done
+cargo test --release $(printf -- '--test %s ' "${cluster_tests[@]}") >"$cluster_log" 2>&1 &
+cluster_pid=$!
+show_cluster_tests() {
+  echo "test.sh: ---- the cluster tests (${cluster_tests[*]}) ----"
+  cat "$cluster_log"
+}
+if ! cargo test --release --lib --bins --examples --benches "${other_tests[@]}"; then
+  wait "$cluster_pid" || true
+  show_cluster_tests
+  exit 1
+fi
+if ! wait "$cluster_pid"; then
+  show_cluster_tests
+  echo "test.sh: the cluster tests failed (above)" >&2
+  exit 1
+fi
+show_cluster_tests
 cargo test --release --doc
 # The optional codec builds: libzstd instead of ruzstd, and no codecs at all.
 cargo test --release --features zstd-native --lib protocol::records
