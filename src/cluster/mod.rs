@@ -50,6 +50,7 @@
 //!    although nobody asked for it is not taken in.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,11 +97,65 @@ struct PartitionInfo {
     replicas: Box<[NodeId]>,
 }
 
+/// A topic's partitions by index. Looked up once per partition per fetch plan, so hashed
+/// with one multiplication (the indexes come from the broker's metadata, not from users)
+/// rather than SipHash.
+type PartitionMap = HashMap<i32, PartitionInfo, BuildHasherDefault<IndexHasher>>;
+
+/// Hashes a partition index with one multiplication (Fibonacci hashing): the high bits,
+/// which hashbrown's probing reads, depend on every bit of the index.
+#[derive(Default)]
+pub(crate) struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i32(&mut self, i: i32) {
+        self.0 = (self.0 ^ u64::from(i as u32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum TopicState {
-    Known(HashMap<i32, PartitionInfo>),
+    Known(PartitionMap),
     /// The broker said the topic does not exist or may not be described.
     Failed(ErrorCode),
+}
+
+/// One topic's leaders, from [`Cluster::topic_leaders`].
+pub(crate) struct TopicLeaders<'a> {
+    brokers: &'a BTreeMap<NodeId, Broker>,
+    meta: Option<&'a TopicMeta>,
+}
+
+impl TopicLeaders<'_> {
+    /// The leader of partition `partition` of the topic (see [`Cluster::leader`]).
+    pub fn leader(&self, partition: i32) -> Leader {
+        let Some(t) = self.meta else {
+            return Leader::Unknown;
+        };
+        match &t.state {
+            TopicState::Failed(code) => Leader::Missing(*code),
+            TopicState::Known(parts) => match parts.get(&partition) {
+                None => Leader::Missing(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                Some(p) => match p.leader {
+                    Some(n) if self.brokers.contains_key(&n) => Leader::Known(n, p.leader_epoch),
+                    _ => Leader::Unknown,
+                },
+            },
+        }
+    }
+
+    /// The topic's id (zero if unknown).
+    pub fn id(&self) -> Uuid {
+        self.meta.map_or(Uuid::ZERO, |t| t.id)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -238,18 +293,15 @@ impl Cluster {
 
     /// The leader of `tp`.
     pub fn leader(&self, tp: &TopicPartition) -> Leader {
-        let Some(t) = self.topics.get(tp.topic()) else {
-            return Leader::Unknown;
-        };
-        match &t.state {
-            TopicState::Failed(code) => Leader::Missing(*code),
-            TopicState::Known(parts) => match parts.get(&tp.partition()) {
-                None => Leader::Missing(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
-                Some(p) => match p.leader {
-                    Some(n) if self.brokers.contains_key(&n) => Leader::Known(n, p.leader_epoch),
-                    _ => Leader::Unknown,
-                },
-            },
+        self.topic_leaders(tp.topic()).leader(tp.partition())
+    }
+
+    /// The leaders of `topic`'s partitions, for a walk over many of them: the topic is
+    /// looked up once, each partition in O(1).
+    pub fn topic_leaders(&self, topic: &str) -> TopicLeaders<'_> {
+        TopicLeaders {
+            brokers: &self.brokers,
+            meta: self.topics.get(topic),
         }
     }
 
@@ -269,8 +321,9 @@ impl Cluster {
     }
 
     /// The id of a topic (zero if unknown).
+    #[cfg(test)]
     pub fn topic_id(&self, topic: &str) -> Uuid {
-        self.topics.get(topic).map_or(Uuid::ZERO, |t| t.id)
+        self.topic_leaders(topic).id()
     }
 
     /// The name of a topic id, if known.
@@ -715,7 +768,7 @@ impl Cluster {
                     continue;
                 }
             } else {
-                let mut parts = HashMap::new();
+                let mut parts = PartitionMap::default();
                 for p in t.partitions {
                     if p.partition_index < 0 {
                         continue;
@@ -909,7 +962,7 @@ fn spacing(policy: &Backoff, streak: u32) -> Duration {
 }
 
 /// The partitions of a described topic, sorted.
-fn sorted_partitions(topic: &Arc<str>, parts: &HashMap<i32, PartitionInfo>) -> Vec<TopicPartition> {
+fn sorted_partitions(topic: &Arc<str>, parts: &PartitionMap) -> Vec<TopicPartition> {
     let mut ps: Vec<i32> = parts.keys().copied().collect();
     ps.sort_unstable();
     ps.into_iter()

@@ -1184,3 +1184,30 @@ fn run_random(seed: u32, steps: usize) {
         "seed {seed}: {sent} requests and {wakeups} wake-ups in an idle hour (max age every {age:?})"
     );
 }
+
+#[test]
+fn a_topics_leaders_read_through_its_view_match_each_partitions_own_look_up() {
+    let mut r = Rig::new();
+    r.assign(&["t", "u"]);
+    r.refresh();
+    for topic in ["t", "u", "never-described"] {
+        let view = r.cluster.topic_leaders(topic);
+        assert_eq!(view.id(), r.cluster.topic_id(topic));
+        for p in -1..4 {
+            assert_eq!(
+                view.leader(p),
+                r.cluster.leader(&tp(topic, p)),
+                "{topic}-{p}"
+            );
+        }
+    }
+    assert!(matches!(
+        r.cluster.topic_leaders("t").leader(1),
+        Leader::Known(..)
+    ));
+    assert_eq!(
+        r.cluster.topic_leaders("t").leader(2),
+        Leader::Missing(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+        "t has two partitions"
+    );
+}

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::{Backoff, Jitter, Retry};
 use crate::buffer::{Budget, FrameBuf, Pool};
-use crate::cluster::{Cluster, Interest, Leader};
+use crate::cluster::{Cluster, Interest, Leader, TopicLeaders};
 use crate::error::{Error, ErrorKind};
 use crate::fetch::chunk::{build_chunk, Chunk, Decoded, FetchedFrame, PartitionInput, Stop};
 use crate::fetch::offsets::{self, Query, Unsendable};
@@ -165,7 +165,9 @@ struct Part {
     epoch: PositionEpoch,
     position: Position,
     paused: bool,
-    /// The request (fetch or reset) this partition is in.
+    /// The request (fetch, reset or validation) this partition was last put in: it is in
+    /// flight while that request is (in `Fetcher::sent`), so answering a request releases
+    /// its partitions without visiting them.
     in_flight: Option<RequestId>,
     retry: Retry,
     not_before: Option<Instant>,
@@ -789,8 +791,18 @@ impl Fetcher {
         let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
         let mut solos: BTreeMap<NodeId, TopicPartition> = BTreeMap::new();
         let mut need_metadata = false;
+        // The partitions' topic in the metadata, looked up once per topic (the partitions
+        // come in topic order).
+        let view: &Cluster = cluster;
+        let mut topic: Option<(Arc<str>, TopicLeaders<'_>)> = None;
+        // Whether the request last looked at is in flight (most partitions share one).
+        let mut live: Option<(RequestId, bool)> = None;
         for (tp, p) in self.parts.iter_mut() {
-            if p.paused || p.in_flight.is_some() || p.not_before.is_some_and(|t| now < t) {
+            let in_flight = p.in_flight.is_some_and(|id| match live {
+                Some((last, is)) if last == id => is,
+                _ => live.insert((id, self.sent.contains_key(&id))).1,
+            });
+            if p.paused || in_flight || p.not_before.is_some_and(|t| now < t) {
                 continue;
             }
             if p.waiting_for_room.is_some_and(|r| r == frees) {
@@ -810,7 +822,14 @@ impl Fetcher {
             ) {
                 continue;
             }
-            let (leader, leader_epoch) = match cluster.leader(tp) {
+            let leaders = match &topic {
+                Some((t, leaders)) if t == tp.topic_arc() => leaders,
+                _ => {
+                    let leaders = view.topic_leaders(tp.topic());
+                    &topic.insert((Arc::clone(tp.topic_arc()), leaders)).1
+                }
+            };
+            let (leader, leader_epoch) = match leaders.leader(tp.partition()) {
                 Leader::Known(n, e) => {
                     p.missing = None;
                     (n, e)
@@ -892,7 +911,7 @@ impl Fetcher {
                     fetches.entry(node).or_default().push((
                         WantedPartition {
                             tp: tp.clone(),
-                            topic_id: cluster.topic_id(tp.topic()),
+                            topic_id: leaders.id(),
                             fetch_offset: offset,
                             current_leader_epoch: leader_epoch.0,
                             max_bytes: self.cfg.max_partition_fetch_bytes,
@@ -1051,6 +1070,29 @@ impl Fetcher {
         }
     }
 
+    /// Marks `parts` (in partition order) as in request `id`: a few are looked up, many
+    /// are found in one ordered walk over the assignment, which costs less than a look-up
+    /// each.
+    fn mark_in_flight_sorted(
+        &mut self,
+        parts: &[(TopicPartition, PositionEpoch, i64)],
+        id: RequestId,
+    ) {
+        let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+            return;
+        };
+        if parts.len() < 64 {
+            return self.mark_in_flight(parts.iter().map(|(tp, _, _)| tp), id);
+        }
+        let mut wanted = parts.iter().map(|(tp, _, _)| tp).peekable();
+        for (tp, p) in self.parts.range_mut(&first.0..=&last.0) {
+            while wanted.next_if(|w| *w < tp).is_some() {}
+            if wanted.next_if(|w| *w == tp).is_some() {
+                p.in_flight = Some(id);
+            }
+        }
+    }
+
     /// Sends the validation of `list` (positions led by `node`), or, when the broker
     /// speaks no OffsetForLeaderEpoch from v3, takes the positions as they are.
     fn plan_validate(
@@ -1099,25 +1141,30 @@ impl Fetcher {
         max_bytes: usize,
         solo: bool,
     ) {
-        // Rotate for fairness: the broker fills partitions in request order.
-        let turn = self.rotation.entry(node).or_insert(0);
-        let n = wanted.len();
-        wanted.rotate_left(*turn % n);
-        *turn = turn.wrapping_add(1);
         let ids_known = wanted.iter().all(|(w, _)| !w.topic_id.is_zero());
         let v = if ids_known { v } else { v.min(ApiVersion(12)) };
         let use_ids = v.get() >= 13;
         let id = self.next_id.take_next();
+        // In partition order (as planned), which the session's merge and the answer's
+        // look-ups (a binary search, see `on_fetch`) rely on.
+        if !wanted.windows(2).all(|w| w[0].0.tp <= w[1].0.tp) {
+            wanted.sort_by(|a, b| a.0.tp.cmp(&b.0.tp));
+        }
         let parts: Vec<(TopicPartition, PositionEpoch, i64)> = wanted
             .iter()
             .map(|(w, e)| (w.tp.clone(), *e, w.fetch_offset))
             .collect();
         let session = self.sessions.entry(node).or_default();
-        let plan = session.plan(
+        let mut plan = session.plan(
             wanted.into_iter().map(|(w, _)| w).collect(),
             v.get() >= 7,
             use_ids,
         );
+        // Rotate for fairness: the broker fills partitions in request order.
+        let turn = self.rotation.entry(node).or_insert(0);
+        let n = plan.partitions.len().max(1);
+        plan.partitions.rotate_left(*turn % n);
+        *turn = turn.wrapping_add(1);
         let mut topics: Vec<FetchTopic> = Vec::new();
         for w in &plan.partitions {
             let part = FetchPartition {
@@ -1165,7 +1212,7 @@ impl Fetcher {
             owner: Owner::Fetcher,
             id,
         };
-        self.mark_in_flight(parts.iter().map(|(tp, _, _)| tp), id);
+        self.mark_in_flight_sorted(&parts, id);
         self.reserved += max_bytes;
         self.fetching.insert(node, id);
         self.sent.insert(
@@ -1184,41 +1231,15 @@ impl Fetcher {
 
     // ----- answers -----------------------------------------------------------------------
 
-    /// Releases the partitions of request `id` and returns what it was.
+    /// Releases the partitions of request `id` and returns what it was: its partitions are
+    /// no longer in flight once it is out of `sent` (see `Part::in_flight`).
     fn release(&mut self, id: RequestId) -> Option<Sent> {
         let sent = self.sent.remove(&id)?;
-        let parts = match &sent {
-            Sent::Fetch {
-                node,
-                parts,
-                reserved,
-                ..
-            } => {
-                self.reserved -= reserved;
-                self.fetching.remove(node);
-                parts
-            }
-            Sent::Reset { parts, .. } => parts,
-            Sent::Validate { parts, .. } => {
-                for (tp, ..) in parts {
-                    self.release_partition(tp, id);
-                }
-                return Some(sent);
-            }
-        };
-        for (tp, _, _) in parts {
-            self.release_partition(tp, id);
+        if let Sent::Fetch { node, reserved, .. } = &sent {
+            self.reserved -= reserved;
+            self.fetching.remove(node);
         }
         Some(sent)
-    }
-
-    /// `tp` is no longer in request `id`.
-    fn release_partition(&mut self, tp: &TopicPartition, id: RequestId) {
-        if let Some(p) = self.parts.get_mut(tp) {
-            if p.in_flight == Some(id) {
-                p.in_flight = None;
-            }
-        }
     }
 
     /// Request `id` got no answer.
@@ -1321,8 +1342,8 @@ impl Fetcher {
         if !self.apply_top_level_answer(node, route, &resp, now) {
             return;
         }
-        let sent: HashMap<TopicPartition, (PositionEpoch, i64)> =
-            sent.into_iter().map(|(tp, e, o)| (tp, (e, o))).collect();
+        // `sent` is in partition order (`queue_fetch`): each answered partition is found by
+        // a binary search, not through a map of every partition asked for.
         let mut answer = FetchAnswerContext {
             node,
             solo,
@@ -1340,9 +1361,10 @@ impl Fetcher {
             };
             for data in &t.partitions {
                 let tp = TopicPartition::new(Arc::clone(&name), data.partition_index);
-                let Some(&(epoch, offset)) = sent.get(&tp) else {
+                let Ok(i) = sent.binary_search_by(|(t, _, _)| t.cmp(&tp)) else {
                     continue;
                 };
+                let (_, epoch, offset) = sent[i];
                 let part = PartitionAnswer {
                     tp,
                     epoch,
@@ -1664,7 +1686,7 @@ impl Fetcher {
         let parts = self
             .parts
             .values()
-            .filter(|p| !p.paused && p.in_flight.is_none())
+            .filter(|p| !p.paused && !p.in_flight.is_some_and(|id| self.sent.contains_key(&id)))
             .filter(|p| {
                 matches!(
                     p.position,

@@ -9,8 +9,6 @@
 //!    the broker never returns data for a paused or back-pressured partition; nor answers
 //!    for a topic id the partition no longer has (a deleted and recreated topic).
 
-use std::collections::HashMap;
-
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::message::Uuid;
 use crate::types::TopicPartition;
@@ -52,14 +50,23 @@ pub struct FetchPlan {
     pub full: bool,
 }
 
+/// What the broker's session holds for one partition, in partition order.
+type Entry = (TopicPartition, Uuid, Sent);
+
 /// The client side of one broker's fetch session.
+///
+/// The session's partitions are kept sorted by partition, and [`FetchSession::plan`]
+/// takes the wanted partitions sorted the same way (the fetcher walks its partitions in
+/// that order): the changes are one merge of the two lists, with no hashing and no map
+/// built per request, so a request over a large, mostly idle assignment costs little
+/// beyond walking it.
 #[derive(Debug, Default)]
 pub struct FetchSession {
     id: i32,
     /// 0 = next request is full (creates a session); n >= 1 = next incremental epoch.
     epoch: i32,
-    sent: HashMap<TopicPartition, (Uuid, Sent)>,
-    pending: Option<HashMap<TopicPartition, (Uuid, Sent)>>,
+    sent: Vec<Entry>,
+    pending: Option<Vec<Entry>>,
     /// Whether the session was built with topic ids (v13+); switching needs a new session.
     ids: bool,
 }
@@ -67,10 +74,11 @@ pub struct FetchSession {
 impl FetchSession {
     /// Plans the next request. `sessions` is false for Fetch versions before 7 (no sessions:
     /// every request is full and sessionless). `use_ids` says whether the request will name
-    /// topics by id (v13+).
+    /// topics by id (v13+). `wanted` lists each partition once; in partition order it
+    /// costs one merge, else it is sorted first.
     pub fn plan(
         &mut self,
-        wanted: Vec<WantedPartition>,
+        mut wanted: Vec<WantedPartition>,
         sessions: bool,
         use_ids: bool,
     ) -> FetchPlan {
@@ -78,17 +86,17 @@ impl FetchSession {
             self.reset();
             self.ids = use_ids;
         }
-        let next: HashMap<TopicPartition, (Uuid, Sent)> = wanted
-            .iter()
-            .map(|w| {
-                let s = Sent {
-                    fetch_offset: w.fetch_offset,
-                    current_leader_epoch: w.current_leader_epoch,
-                    max_bytes: w.max_bytes,
-                };
-                (w.tp.clone(), (w.topic_id, s))
-            })
-            .collect();
+        if !wanted.windows(2).all(|w| w[0].tp <= w[1].tp) {
+            wanted.sort_by(|a, b| a.tp.cmp(&b.tp));
+        }
+        let entry = |w: &WantedPartition| -> Entry {
+            let s = Sent {
+                fetch_offset: w.fetch_offset,
+                current_leader_epoch: w.current_leader_epoch,
+                max_bytes: w.max_bytes,
+            };
+            (w.tp.clone(), w.topic_id, s)
+        };
         if !sessions {
             self.pending = None;
             return FetchPlan {
@@ -99,6 +107,7 @@ impl FetchSession {
                 full: true,
             };
         }
+        let next: Vec<Entry> = wanted.iter().map(entry).collect();
         if self.epoch == 0 {
             self.pending = Some(next);
             return FetchPlan {
@@ -109,31 +118,29 @@ impl FetchSession {
                 full: true,
             };
         }
-        let changed: Vec<WantedPartition> = wanted
-            .into_iter()
-            .filter(|w| {
-                self.sent.get(&w.tp).map(|(id, s)| (*id, *s))
-                    != Some((
-                        w.topic_id,
-                        Sent {
-                            fetch_offset: w.fetch_offset,
-                            current_leader_epoch: w.current_leader_epoch,
-                            max_bytes: w.max_bytes,
-                        },
-                    ))
-            })
-            .collect();
-        // Forgotten: partitions no longer wanted, and (by id) partitions whose topic was
-        // recreated under a new id, which are sent again with the new one (KIP-516).
-        let mut forgotten: Vec<(TopicPartition, Uuid)> = self
-            .sent
-            .iter()
-            .filter(|(tp, (id, _))| match next.get(*tp) {
-                None => true,
-                Some((new_id, _)) => use_ids && !id.is_zero() && !new_id.is_zero() && id != new_id,
-            })
-            .map(|(tp, (id, _))| (tp.clone(), *id))
-            .collect();
+        // One merge of the session's partitions with the wanted ones: the changed ones go
+        // in the request; the ones no longer wanted are forgotten, and (by id) those whose
+        // topic was recreated under a new id, which are sent again with the new one
+        // (KIP-516).
+        let mut changed: Vec<WantedPartition> = Vec::new();
+        let mut forgotten: Vec<(TopicPartition, Uuid)> = Vec::new();
+        let mut old = self.sent.iter().peekable();
+        for (w, (_, id, s)) in wanted.into_iter().zip(&next) {
+            while let Some((tp, old_id, _)) = old.next_if(|(tp, _, _)| *tp < w.tp) {
+                forgotten.push((tp.clone(), *old_id));
+            }
+            match old.next_if(|(tp, _, _)| *tp == w.tp) {
+                Some((_, old_id, old_s)) if old_id == id && old_s == s => {}
+                Some((tp, old_id, _)) => {
+                    if use_ids && !old_id.is_zero() && !id.is_zero() && old_id != id {
+                        forgotten.push((tp.clone(), *old_id));
+                    }
+                    changed.push(w);
+                }
+                None => changed.push(w),
+            }
+        }
+        forgotten.extend(old.map(|(tp, id, _)| (tp.clone(), *id)));
         forgotten.sort();
         self.pending = Some(next);
         FetchPlan {
@@ -293,6 +300,46 @@ mod tests {
         s.handle_response(ErrorCode::None, 3);
         let p = s.plan(vec![recreated], true, true);
         assert!(p.partitions.is_empty() && p.forgotten.is_empty());
+    }
+
+    #[test]
+    fn an_idle_session_of_many_partitions_sends_only_what_changed() {
+        let mut s = FetchSession::default();
+        let all = |moved: &[(i32, i64)]| -> Vec<WantedPartition> {
+            (0..100_000)
+                .map(|p| {
+                    let off = moved.iter().find(|m| m.0 == p).map_or(0, |m| m.1);
+                    want(p, off)
+                })
+                .collect()
+        };
+        let p = s.plan(all(&[]), true, true);
+        assert!(p.full);
+        assert_eq!(p.partitions.len(), 100_000);
+        s.handle_response(ErrorCode::None, 9);
+        let p = s.plan(all(&[]), true, true);
+        assert!(!p.full && p.partitions.is_empty() && p.forgotten.is_empty());
+        s.handle_response(ErrorCode::None, 9);
+        let p = s.plan(all(&[(0, 5), (99_999, 7)]), true, true);
+        assert_eq!(p.partitions, vec![want(0, 5), want(99_999, 7)]);
+        assert!(p.forgotten.is_empty());
+    }
+
+    #[test]
+    fn wanted_partitions_in_any_order_are_matched_to_the_session() {
+        let mut s = FetchSession::default();
+        s.plan(vec![want(2, 0), want(0, 0), want(1, 0)], true, true);
+        s.handle_response(ErrorCode::None, 4);
+        let p = s.plan(vec![want(1, 3), want(0, 0)], true, true);
+        assert_eq!(p.partitions, vec![want(1, 3)]);
+        assert_eq!(
+            p.forgotten,
+            vec![(TopicPartition::new("t", 2), Uuid([1; 16]))]
+        );
+        s.handle_response(ErrorCode::None, 4);
+        let p = s.plan(vec![want(0, 0), want(3, 0), want(1, 3)], true, true);
+        assert_eq!(p.partitions, vec![want(3, 0)]);
+        assert!(p.forgotten.is_empty());
     }
 
     #[test]

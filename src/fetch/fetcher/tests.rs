@@ -2554,3 +2554,38 @@ fn run_random(seed: u32, steps: usize) {
         w.r.metadata_sent
     );
 }
+
+/// A large assignment (past the size where in-flight marks are set by one ordered walk):
+/// every partition is in the one fetch, none goes out again while it is in flight, and
+/// after the answer the next fetch is incremental, carrying only the partition that moved.
+#[test]
+fn a_fetch_of_many_partitions_holds_them_all_until_answered_then_sends_only_what_moved() {
+    let n = 300;
+    let mut b = SimBroker::new(&[1]).topic("t", &vec![1; n], 0);
+    b.sessions = true;
+    let mut r = Rig::new(earliest(), b);
+    let list: Vec<(TopicPartition, SeekTo)> = (0..n as i32)
+        .map(|p| (tp("t", p), SeekTo::Offset(0)))
+        .collect();
+    r.assign(&list);
+    let ts = r.sends();
+    assert_eq!(ts.len(), 1, "one fetch");
+    let mut first = r.fetched(&ts[0]);
+    first.sort();
+    let all: Vec<(TopicPartition, i64)> = (0..n as i32).map(|p| (tp("t", p), 0)).collect();
+    assert_eq!(first, all);
+    r.advance(Duration::from_secs(10));
+    assert!(
+        r.round().is_empty(),
+        "a second fetch while one is in flight"
+    );
+    r.answer(&ts[0]);
+    r.seek(&tp("t", 7), SeekTo::Offset(5), false);
+    let ts = r.round();
+    assert_eq!(ts.len(), 1);
+    assert_eq!(
+        r.fetched(&ts[0]),
+        vec![(tp("t", 7), 5)],
+        "the next fetch is incremental"
+    );
+}

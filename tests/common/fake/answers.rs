@@ -250,7 +250,7 @@ pub fn fetch(
             (w, a)
         })
         .collect();
-    encode_fetch(r, throttle_ms, &parts)
+    encode_fetch(r, throttle_ms, 0, &parts)
 }
 
 /// [`fetch`] unthrottled, answered as a broker's long poll: when no part is news, after
@@ -271,7 +271,12 @@ pub fn fetch_reply(r: &Request, mut answer: impl FnMut(&Wanted) -> FetchPart) ->
 }
 
 /// The Fetch response, written by hand: the crate's own encoder never writes record sets.
-fn encode_fetch(r: &Request, throttle_ms: i32, parts: &[(Wanted, FetchPart)]) -> Vec<u8> {
+fn encode_fetch(
+    r: &Request,
+    throttle_ms: i32,
+    session_id: i32,
+    parts: &[(Wanted, FetchPart)],
+) -> Vec<u8> {
     let v = r.version;
     assert!(
         (4..=12).contains(&v),
@@ -291,7 +296,7 @@ fn encode_fetch(r: &Request, throttle_ms: i32, parts: &[(Wanted, FetchPart)]) ->
     w.i32(throttle_ms);
     if v >= 7 {
         w.i16(0); // error
-        w.i32(0); // session id: none
+        w.i32(session_id);
     }
     // Partitions grouped by topic, in request order.
     let mut topics: Vec<(&str, Vec<&(Wanted, FetchPart)>)> = Vec::new();
@@ -328,6 +333,109 @@ fn encode_fetch(r: &Request, throttle_ms: i32, parts: &[(Wanted, FetchPart)]) ->
         tagged(&mut w);
     }
     tagged(&mut w);
+    let len = (w.len() - 4) as i32;
+    w.patch_i32(at, len);
+    w.into_inner()
+}
+
+/// Incremental fetch sessions (KIP-227) as a broker keeps them, for [`fetch_session_reply`]:
+/// a full request (epoch 0) opens a session holding every partition it lists; an
+/// incremental one updates the partitions it lists and drops the forgotten ones, and is
+/// answered with the partitions that have news or a new high watermark only.
+#[derive(Default)]
+pub struct FetchSessions {
+    inner: std::sync::Mutex<SessionsInner>,
+}
+
+/// One session's partitions: `(topic, partition)` -> (what was asked, last high watermark
+/// answered).
+type SessionParts = std::collections::HashMap<(String, i32), (Wanted, i64)>;
+
+#[derive(Default)]
+struct SessionsInner {
+    next_id: i32,
+    sessions: std::collections::HashMap<i32, SessionParts>,
+}
+
+impl FetchSessions {
+    /// How many partitions session `id` holds (0 if there is none).
+    pub fn partitions(&self, id: i32) -> usize {
+        let s = self.inner.lock().unwrap();
+        s.sessions.get(&id).map_or(0, |p| p.len())
+    }
+}
+
+/// A Fetch answer (v7-v12) within a fetch session, as a broker's long poll (see
+/// [`fetch_reply`]): `answer` gives the part of each partition of the session.
+pub fn fetch_session_reply(
+    r: &Request,
+    sessions: &FetchSessions,
+    mut answer: impl FnMut(&Wanted) -> FetchPart,
+) -> Reply {
+    assert!(r.version >= 7, "fetch sessions need Fetch v7+");
+    let req: FetchRequest = r.decode();
+    let mut s = sessions.inner.lock().unwrap();
+    let (id, full) = if req.session_epoch == 0 {
+        s.sessions.remove(&req.session_id);
+        s.next_id += 1;
+        let id = s.next_id;
+        s.sessions.insert(id, Default::default());
+        (id, true)
+    } else if req.session_epoch > 0 && s.sessions.contains_key(&req.session_id) {
+        (req.session_id, false)
+    } else {
+        // FETCH_SESSION_ID_NOT_FOUND: the client starts over with a full request.
+        return Reply::Send(encode_fetch_error(r, 70));
+    };
+    let session = s.sessions.get_mut(&id).expect("the session");
+    for w in r.wanted() {
+        let hw = session
+            .get(&(w.topic.clone(), w.partition))
+            .map_or(-2, |e| e.1);
+        session.insert((w.topic.clone(), w.partition), (w, hw));
+    }
+    for t in &req.forgotten_topics_data {
+        for p in &t.partitions {
+            session.remove(&(t.topic.clone(), *p));
+        }
+    }
+    let mut parts = Vec::new();
+    let mut news = false;
+    for (want, hw) in session.values_mut() {
+        let a = answer(want);
+        if full || a.is_news() || a.high_watermark != *hw {
+            news |= a.is_news();
+            *hw = a.high_watermark;
+            parts.push((want.clone(), a));
+        }
+    }
+    drop(s);
+    parts.sort_by(|a, b| (&a.0.topic, a.0.partition).cmp(&(&b.0.topic, b.0.partition)));
+    let bytes = encode_fetch(r, 0, id, &parts);
+    if news || full {
+        Reply::Send(bytes)
+    } else {
+        let max_wait = req.max_wait_ms;
+        Reply::SendAfter(Duration::from_millis(max_wait.clamp(0, 1000) as u64), bytes)
+    }
+}
+
+/// A Fetch answer (v7+) with the top-level error `code` and no partitions.
+fn encode_fetch_error(r: &Request, code: i16) -> Vec<u8> {
+    let flex = r.version >= 12;
+    let mut w = Writer::new();
+    let at = w.reserve_i32();
+    w.i32(r.corr);
+    if flex {
+        w.empty_tagged_fields();
+    }
+    w.i32(0); // throttle
+    w.i16(code);
+    w.i32(0); // session id
+    w.array_len(Some(0), flex);
+    if flex {
+        w.empty_tagged_fields();
+    }
     let len = (w.len() - 4) as i32;
     w.patch_i32(at, len);
     w.into_inner()
