@@ -609,6 +609,70 @@ fn partition_key(partition: i32) -> u64 {
     u64::from(partition as u32)
 }
 
+/// A member's partitions in the order of Java's `ArrayList` of them (appended when
+/// assigned, removed where they stand), with removal in O(1): a removed partition leaves a
+/// hole in its slot (which [`General::partition_consumer`] keeps), and the holes are
+/// squeezed out, order kept, once they outnumber the partitions (so each removal costs
+/// O(1) amortized, not a search and a shift of the list).
+#[derive(Clone, Default)]
+struct Partitions {
+    slots: Vec<Option<Tp>>,
+    len: usize,
+}
+
+impl Partitions {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The partitions, in order.
+    fn iter(&self) -> impl Iterator<Item = Tp> + '_ {
+        self.slots.iter().flatten().copied()
+    }
+
+    /// Appends `tp`; returns its slot.
+    fn push(&mut self, tp: Tp) -> usize {
+        self.slots.push(Some(tp));
+        self.len += 1;
+        self.slots.len() - 1
+    }
+
+    /// Removes `tp`, which is in `slot`; returns whether it was there.
+    fn remove(&mut self, tp: Tp, slot: usize) -> bool {
+        match self.slots.get_mut(slot) {
+            Some(s) if *s == Some(tp) => {
+                *s = None;
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the holes outnumber the partitions (and are worth squeezing out).
+    fn sparse(&self) -> bool {
+        let holes = self.slots.len() - self.len;
+        holes > 16 && holes > self.len
+    }
+
+    /// Squeezes the holes out, order kept; `moved(tp, slot)` learns each partition's new
+    /// slot.
+    fn compact(&mut self, mut moved: impl FnMut(Tp, usize)) {
+        self.slots.retain(Option::is_some);
+        for (slot, tp) in self.slots.iter().flatten().enumerate() {
+            moved(*tp, slot);
+        }
+    }
+}
+
+/// Where an assigned partition is: its member, and its slot in the member's
+/// [`Partitions`].
+#[derive(Clone, Copy)]
+struct Place {
+    member: usize,
+    slot: usize,
+}
+
 /// Java's `GeneralAssignmentBuilder`: members subscribe to different topics.
 struct General<'i, 'a> {
     input: &'i Input<'a>,
@@ -619,9 +683,10 @@ struct General<'i, 'a> {
     /// Each topic's members (Java's `topic2AllPotentialConsumers`).
     topic_consumers: Vec<Vec<usize>>,
     /// Each member's partitions (`None` while it is set aside as fixed).
-    current: Vec<Option<Vec<Tp>>>,
-    /// Each assigned partition's member (Java's `currentPartitionConsumer`).
-    partition_consumer: HashMap<Tp, usize>,
+    current: Vec<Option<Partitions>>,
+    /// Each assigned partition's member (Java's `currentPartitionConsumer`), and its slot
+    /// in the member's [`Partitions`].
+    partition_consumer: HashMap<Tp, Place>,
     /// All partitions, topics with fewer members first (Java's `sortedAllPartitions`).
     sorted_all: Vec<Tp>,
     /// The members by (partition count, member index) (Java's `sortedCurrentSubscriptions`).
@@ -646,8 +711,8 @@ impl<'i, 'a> General<'i, 'a> {
         }
         let mut partition_consumer = HashMap::new();
         for (m, owned) in ownership.owned.iter().enumerate() {
-            for &tp in owned {
-                partition_consumer.insert(tp, m);
+            for (slot, &tp) in owned.iter().enumerate() {
+                partition_consumer.insert(tp, Place { member: m, slot });
             }
         }
         // Topic indexes are in name order: a stable sort by member count gives Java's
@@ -670,7 +735,16 @@ impl<'i, 'a> General<'i, 'a> {
             java_order,
             max_generation: ownership.max_generation,
             topic_consumers,
-            current: ownership.owned.into_iter().map(Some).collect(),
+            current: ownership
+                .owned
+                .into_iter()
+                .map(|owned| {
+                    Some(Partitions {
+                        len: owned.len(),
+                        slots: owned.into_iter().map(Some).collect(),
+                    })
+                })
+                .collect(),
             partition_consumer,
             sorted_all,
             sorted: BTreeSet::new(),
@@ -694,7 +768,7 @@ impl<'i, 'a> General<'i, 'a> {
         self.balance(&prev, unassigned);
         self.current
             .into_iter()
-            .map(Option::unwrap_or_default)
+            .map(|list| list.map(|l| l.iter().collect()).unwrap_or_default())
             .collect()
     }
 
@@ -725,14 +799,16 @@ impl<'i, 'a> General<'i, 'a> {
         let mut assigned = HashSet::new();
         for c in 0..self.current.len() {
             let owned = self.current[c].take().unwrap_or_default();
-            let mut kept = Vec::with_capacity(owned.len());
-            for tp in owned {
+            let mut kept = Partitions::default();
+            for tp in owned.iter() {
                 if !self.input.members[c].topics.contains(&tp.0) || self.racks.mismatch(c, tp) {
                     self.partition_consumer.remove(&tp);
                     self.revocation_required = true;
                 } else {
                     assigned.insert(tp);
-                    kept.push(tp);
+                    let slot = kept.push(tp);
+                    self.partition_consumer
+                        .insert(tp, Place { member: c, slot });
                 }
             }
             self.current[c] = Some(kept);
@@ -741,7 +817,12 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     fn len(&self, c: usize) -> Option<usize> {
-        self.current[c].as_ref().map(Vec::len)
+        self.current[c].as_ref().map(Partitions::len)
+    }
+
+    /// The member `tp` is assigned to.
+    fn consumer(&self, tp: Tp) -> Option<usize> {
+        self.partition_consumer.get(&tp).map(|p| p.member)
     }
 
     fn insert_sorted(&mut self, c: usize) {
@@ -784,7 +865,7 @@ impl<'i, 'a> General<'i, 'a> {
             }
             for &t in &self.input.members[c].topics {
                 for p in &self.input.topics[t].partitions {
-                    let Some(&other) = self.partition_consumer.get(&(t, p.partition)) else {
+                    let Some(other) = self.consumer((t, p.partition)) else {
                         continue;
                     };
                     if other == c {
@@ -802,8 +883,8 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     /// Java's `getBalanceScore`: the sum of count differences over all pairs of members.
-    fn balance_score(assignment: &[Option<Vec<Tp>>]) -> usize {
-        let counts: Vec<usize> = assignment.iter().flatten().map(Vec::len).collect();
+    fn balance_score(assignment: &[Option<Partitions>]) -> usize {
+        let counts: Vec<usize> = assignment.iter().flatten().map(Partitions::len).collect();
         let mut score = 0;
         for (i, a) in counts.iter().enumerate() {
             for b in &counts[i + 1..] {
@@ -823,27 +904,22 @@ impl<'i, 'a> General<'i, 'a> {
         let Some(c) = found else { return false };
         self.remove_sorted(c);
         if let Some(list) = self.current[c].as_mut() {
-            list.push(tp);
+            let slot = list.push(tp);
+            self.partition_consumer
+                .insert(tp, Place { member: c, slot });
         }
-        self.partition_consumer.insert(tp, c);
         self.insert_sorted(c);
         true
     }
 
-    /// Java's `maybeAssign`.
+    /// Java's `maybeAssign`: each partition in turn (the assigned ones removed from
+    /// `partitions` with `remove`, in one pass).
     fn maybe_assign(&mut self, partitions: &mut Vec<Tp>, rack_matching: bool, remove: bool) {
-        let mut i = 0;
-        while i < partitions.len() {
-            let tp = partitions[i];
-            if !self.topic_consumers[tp.0].is_empty()
-                && self.maybe_assign_partition(tp, rack_matching)
-                && remove
-            {
-                partitions.remove(i);
-            } else {
-                i += 1;
-            }
-        }
+        partitions.retain(|&tp| {
+            let assigned = !self.topic_consumers[tp.0].is_empty()
+                && self.maybe_assign_partition(tp, rack_matching);
+            !(assigned && remove)
+        });
     }
 
     fn can_topic_participate(&self, t: usize) -> bool {
@@ -855,7 +931,7 @@ impl<'i, 'a> General<'i, 'a> {
             return false;
         };
         list.len() < self.max_assignment_size(c)
-            || list.iter().any(|&(t, _)| self.can_topic_participate(t))
+            || list.iter().any(|(t, _)| self.can_topic_participate(t))
     }
 
     /// Java's `balance`.
@@ -918,7 +994,7 @@ impl<'i, 'a> General<'i, 'a> {
                 if self.is_balanced() {
                     break;
                 }
-                let Some(&c) = self.partition_consumer.get(&tp) else {
+                let Some(c) = self.consumer(tp) else {
                     continue;
                 };
                 let Some(count) = self.len(c) else { continue };
@@ -981,7 +1057,7 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     fn reassign_partition_to(&mut self, tp: Tp, new: usize) {
-        let Some(&old) = self.partition_consumer.get(&tp) else {
+        let Some(old) = self.consumer(tp) else {
             return;
         };
         let tp = self.movements.actual_partition_to_move(tp, old, new);
@@ -989,7 +1065,7 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     fn process_partition_movement(&mut self, tp: Tp, new: usize) {
-        let Some(&old) = self.partition_consumer.get(&tp) else {
+        let Some(&Place { member: old, slot }) = self.partition_consumer.get(&tp) else {
             return;
         };
         if self.current[old].is_none() || self.current[new].is_none() {
@@ -999,14 +1075,20 @@ impl<'i, 'a> General<'i, 'a> {
         self.remove_sorted(new);
         self.movements.move_partition(tp, old, new);
         if let Some(list) = self.current[old].as_mut() {
-            if let Some(i) = list.iter().position(|&x| x == tp) {
-                list.remove(i);
+            if list.remove(tp, slot) && list.sparse() {
+                let places = &mut self.partition_consumer;
+                list.compact(|tp, slot| {
+                    if let Some(place) = places.get_mut(&tp) {
+                        place.slot = slot;
+                    }
+                });
             }
         }
         if let Some(list) = self.current[new].as_mut() {
-            list.push(tp);
+            let slot = list.push(tp);
+            self.partition_consumer
+                .insert(tp, Place { member: new, slot });
         }
-        self.partition_consumer.insert(tp, new);
         self.insert_sorted(new);
         self.insert_sorted(old);
     }
