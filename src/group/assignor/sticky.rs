@@ -687,6 +687,10 @@ struct General<'i, 'a> {
     /// Each assigned partition's member (Java's `currentPartitionConsumer`), and its slot
     /// in the member's [`Partitions`].
     partition_consumer: HashMap<Tp, Place>,
+    /// Per member, by topic: how many of the topic's partitions `partition_consumer` gives
+    /// it (absent when none), so that the balance check is per member and topic, not per
+    /// partition.
+    topic_counts: Vec<HashMap<usize, usize>>,
     /// All partitions, topics with fewer members first (Java's `sortedAllPartitions`).
     sorted_all: Vec<Tp>,
     /// The members by (partition count, member index) (Java's `sortedCurrentSubscriptions`).
@@ -710,9 +714,11 @@ impl<'i, 'a> General<'i, 'a> {
             }
         }
         let mut partition_consumer = HashMap::new();
+        let mut topic_counts = vec![HashMap::new(); input.members.len()];
         for (m, owned) in ownership.owned.iter().enumerate() {
             for (slot, &tp) in owned.iter().enumerate() {
                 partition_consumer.insert(tp, Place { member: m, slot });
+                *topic_counts[m].entry(tp.0).or_default() += 1;
             }
         }
         // Topic indexes are in name order: a stable sort by member count gives Java's
@@ -746,6 +752,7 @@ impl<'i, 'a> General<'i, 'a> {
                 })
                 .collect(),
             partition_consumer,
+            topic_counts,
             sorted_all,
             sorted: BTreeSet::new(),
             revocation_required: false,
@@ -803,6 +810,7 @@ impl<'i, 'a> General<'i, 'a> {
             for tp in owned.iter() {
                 if !self.input.members[c].topics.contains(&tp.0) || self.racks.mismatch(c, tp) {
                     self.partition_consumer.remove(&tp);
+                    self.count_out(c, tp);
                     self.revocation_required = true;
                 } else {
                     assigned.insert(tp);
@@ -818,6 +826,19 @@ impl<'i, 'a> General<'i, 'a> {
 
     fn len(&self, c: usize) -> Option<usize> {
         self.current[c].as_ref().map(Partitions::len)
+    }
+
+    fn count_in(&mut self, c: usize, tp: Tp) {
+        *self.topic_counts[c].entry(tp.0).or_default() += 1;
+    }
+
+    fn count_out(&mut self, c: usize, tp: Tp) {
+        if let Some(n) = self.topic_counts[c].get_mut(&tp.0) {
+            *n -= 1;
+            if *n == 0 {
+                self.topic_counts[c].remove(&tp.0);
+            }
+        }
     }
 
     /// The member `tp` is assigned to.
@@ -851,7 +872,10 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     /// Java's `isBalanced`: member counts differ by at most one, or no partition can move
-    /// to a member subscribed to its topic with at least two fewer partitions.
+    /// to a member subscribed to its topic with at least two fewer partitions. Java looks
+    /// at every partition of the member's topics; the same answer comes from the members
+    /// with at least two more partitions (taking part in balancing) that have one of those
+    /// topics, so a check costs O(members² × topics), not O(partitions).
     fn is_balanced(&self) -> bool {
         let (Some(&(min, _)), Some(&(max, _))) = (self.sorted.first(), self.sorted.last()) else {
             return true;
@@ -863,19 +887,19 @@ impl<'i, 'a> General<'i, 'a> {
             if count == self.max_assignment_size(c) {
                 continue;
             }
-            for &t in &self.input.members[c].topics {
-                for p in &self.input.topics[t].partitions {
-                    let Some(other) = self.consumer((t, p.partition)) else {
-                        continue;
-                    };
-                    if other == c {
-                        continue;
-                    }
-                    if let Some(other_count) = self.len(other) {
-                        if count + 1 < other_count {
-                            return false;
-                        }
-                    }
+            let topics = &self.input.members[c].topics;
+            for &(other_count, other) in self.sorted.iter().rev() {
+                if count + 1 >= other_count {
+                    break;
+                }
+                let counts = &self.topic_counts[other];
+                let shares = if counts.len() < topics.len() {
+                    counts.keys().any(|t| topics.contains(t))
+                } else {
+                    topics.iter().any(|t| counts.contains_key(t))
+                };
+                if shares {
+                    return false;
                 }
             }
         }
@@ -908,6 +932,7 @@ impl<'i, 'a> General<'i, 'a> {
             self.partition_consumer
                 .insert(tp, Place { member: c, slot });
         }
+        self.count_in(c, tp);
         self.insert_sorted(c);
         true
     }
@@ -962,6 +987,7 @@ impl<'i, 'a> General<'i, 'a> {
 
         let pre_balance = self.current.clone();
         let pre_balance_consumers = self.partition_consumer.clone();
+        let pre_balance_counts = self.topic_counts.clone();
         if !self.revocation_required {
             // First try to balance by moving only the newly assigned partitions.
             self.perform_reassignments(&unassigned, prev);
@@ -974,6 +1000,7 @@ impl<'i, 'a> General<'i, 'a> {
         {
             self.current = pre_balance;
             self.partition_consumer = pre_balance_consumers;
+            self.topic_counts = pre_balance_counts;
         }
 
         for (c, list) in fixed {
@@ -1089,6 +1116,8 @@ impl<'i, 'a> General<'i, 'a> {
             self.partition_consumer
                 .insert(tp, Place { member: new, slot });
         }
+        self.count_out(old, tp);
+        self.count_in(new, tp);
         self.insert_sorted(new);
         self.insert_sorted(old);
     }
