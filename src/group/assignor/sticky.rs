@@ -1122,3 +1122,42 @@ impl<'i, 'a> General<'i, 'a> {
         self.insert_sorted(old);
     }
 }
+
+#[cfg(test)]
+mod partitions_tests {
+    use super::{Partitions, Tp};
+    use std::collections::HashMap;
+
+    #[test]
+    fn removals_keep_the_order_and_compaction_keeps_every_slot_right() {
+        let mut list = Partitions::default();
+        let mut slots: HashMap<Tp, usize> = HashMap::new();
+        for p in 0..100 {
+            slots.insert((p as usize % 3, p), list.push((p as usize % 3, p)));
+        }
+        let mut expected: Vec<Tp> = list.iter().collect();
+        let mut compacted = 0;
+        // Remove every partition but each fifth, from the back half first.
+        for p in (50..100).chain(0..50).filter(|p| p % 5 != 0) {
+            let tp = (p as usize % 3, p);
+            assert!(list.remove(tp, slots[&tp]), "{tp:?} is in its slot");
+            assert!(!list.remove(tp, slots[&tp]), "{tp:?} is removed once");
+            slots.remove(&tp);
+            expected.retain(|&x| x != tp);
+            if list.sparse() {
+                list.compact(|tp, slot| {
+                    slots.insert(tp, slot);
+                });
+                compacted += 1;
+            }
+            assert_eq!(list.iter().collect::<Vec<_>>(), expected);
+            assert_eq!(list.len(), expected.len());
+            for (&tp, &slot) in &slots {
+                assert_eq!(list.slots[slot], Some(tp));
+            }
+        }
+        assert!(compacted > 0, "the holes were squeezed out at least once");
+        let slot = list.push((0, 1000));
+        assert_eq!(list.slots[slot], Some((0, 1000)));
+    }
+}
