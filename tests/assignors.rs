@@ -961,10 +961,24 @@ fn large_group(
     BTreeMap<String, Vec<PartitionInfo>>,
     Vec<MemberSubscription>,
 ) {
+    sized_group(500, 50, previous, subscribe)
+}
+
+/// 20 topics of `per_topic` partitions with replicas on two of three racks, and `members`
+/// members on those racks (every tenth without one), each owning what `previous` gave it.
+fn sized_group(
+    per_topic: i32,
+    members: usize,
+    previous: Option<&Assignment>,
+    subscribe: impl Fn(usize) -> Vec<String>,
+) -> (
+    BTreeMap<String, Vec<PartitionInfo>>,
+    Vec<MemberSubscription>,
+) {
     const RACKS: [&str; 3] = ["rack-a", "rack-b", "rack-c"];
     let topics: BTreeMap<String, Vec<PartitionInfo>> = (0..20)
         .map(|t| {
-            let parts = (0..500)
+            let parts = (0..per_topic)
                 .map(|p| PartitionInfo {
                     partition: p,
                     replica_racks: vec![
@@ -976,7 +990,7 @@ fn large_group(
             (format!("topic-{t:02}"), parts)
         })
         .collect();
-    let members = (0..50)
+    let members = (0..members)
         .map(|m| {
             let id = format!("consumer-{m:02}");
             let mut sub = MemberSubscription {
@@ -1048,4 +1062,57 @@ fn assigning_10000_partitions_over_50_members_on_3_racks_is_fast() {
     }
     time("unequal subscriptions", &Range, &some);
     time("unequal subscriptions", &CooperativeSticky, &some);
+}
+
+/// Prints how long cooperative-sticky takes for 100,000 partitions (20 topics of 5,000)
+/// when 25 new members join 25 that own everything, so that half the partitions move (a
+/// figure to read, run in release: `cargo test --release --test assignors assigning_100000
+/// -- --ignored --nocapture`; not asserted). Ignored: slow in a debug build.
+#[test]
+#[ignore]
+fn assigning_100000_partitions_over_50_members_when_half_of_them_move() {
+    use std::time::Instant;
+    let all = |_: usize| (0..20).map(|t| format!("topic-{t:02}")).collect::<Vec<_>>();
+    // Unequal subscriptions: member m skips topic m % 20.
+    let some = |m: usize| {
+        (0..20)
+            .filter(|t| t % 20 != m % 20)
+            .map(|t| format!("topic-{t:02}"))
+            .collect::<Vec<_>>()
+    };
+    for (what, subscribe) in [
+        ("equal subscriptions", &all as &dyn Fn(usize) -> Vec<String>),
+        ("unequal subscriptions", &some),
+    ] {
+        let (topics, members) = sized_group(5000, 25, None, subscribe);
+        let start = Instant::now();
+        let first = CooperativeSticky.assign(&topics, &members);
+        let took = start.elapsed();
+        let (topics, members) = sized_group(5000, 50, Some(&first), subscribe);
+        let start = Instant::now();
+        let target = CooperativeSticky.target_assignment(&topics, &members);
+        let again = start.elapsed();
+        let moved: usize = members
+            .iter()
+            .map(|m| {
+                let owned: std::collections::BTreeSet<&TopicPartition> =
+                    m.owned_partitions.iter().collect();
+                target[&m.member_id]
+                    .iter()
+                    .filter(|p| !owned.contains(p))
+                    .count()
+            })
+            .sum();
+        eprintln!(
+            "cooperative-sticky {what:<22} 25 members {:>8.1} ms, 50 members {:>8.1} ms, {moved} partitions move",
+            took.as_secs_f64() * 1e3,
+            again.as_secs_f64() * 1e3,
+        );
+        let mut given: Vec<&TopicPartition> = target.values().flatten().collect();
+        given.sort();
+        let n = given.len();
+        given.dedup();
+        assert_eq!(given.len(), n, "a partition given twice");
+        assert_eq!(n, 100_000, "every partition given");
+    }
 }

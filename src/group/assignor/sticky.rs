@@ -609,6 +609,70 @@ fn partition_key(partition: i32) -> u64 {
     u64::from(partition as u32)
 }
 
+/// A member's partitions in the order of Java's `ArrayList` of them (appended when
+/// assigned, removed where they stand), with removal in O(1): a removed partition leaves a
+/// hole in its slot (which [`General::partition_consumer`] keeps), and the holes are
+/// squeezed out, order kept, once they outnumber the partitions (so each removal costs
+/// O(1) amortized, not a search and a shift of the list).
+#[derive(Clone, Default)]
+struct Partitions {
+    slots: Vec<Option<Tp>>,
+    len: usize,
+}
+
+impl Partitions {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The partitions, in order.
+    fn iter(&self) -> impl Iterator<Item = Tp> + '_ {
+        self.slots.iter().flatten().copied()
+    }
+
+    /// Appends `tp`; returns its slot.
+    fn push(&mut self, tp: Tp) -> usize {
+        self.slots.push(Some(tp));
+        self.len += 1;
+        self.slots.len() - 1
+    }
+
+    /// Removes `tp`, which is in `slot`; returns whether it was there.
+    fn remove(&mut self, tp: Tp, slot: usize) -> bool {
+        match self.slots.get_mut(slot) {
+            Some(s) if *s == Some(tp) => {
+                *s = None;
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the holes outnumber the partitions (and are worth squeezing out).
+    fn sparse(&self) -> bool {
+        let holes = self.slots.len() - self.len;
+        holes > 16 && holes > self.len
+    }
+
+    /// Squeezes the holes out, order kept; `moved(tp, slot)` learns each partition's new
+    /// slot.
+    fn compact(&mut self, mut moved: impl FnMut(Tp, usize)) {
+        self.slots.retain(Option::is_some);
+        for (slot, tp) in self.slots.iter().flatten().enumerate() {
+            moved(*tp, slot);
+        }
+    }
+}
+
+/// Where an assigned partition is: its member, and its slot in the member's
+/// [`Partitions`].
+#[derive(Clone, Copy)]
+struct Place {
+    member: usize,
+    slot: usize,
+}
+
 /// Java's `GeneralAssignmentBuilder`: members subscribe to different topics.
 struct General<'i, 'a> {
     input: &'i Input<'a>,
@@ -619,9 +683,14 @@ struct General<'i, 'a> {
     /// Each topic's members (Java's `topic2AllPotentialConsumers`).
     topic_consumers: Vec<Vec<usize>>,
     /// Each member's partitions (`None` while it is set aside as fixed).
-    current: Vec<Option<Vec<Tp>>>,
-    /// Each assigned partition's member (Java's `currentPartitionConsumer`).
-    partition_consumer: HashMap<Tp, usize>,
+    current: Vec<Option<Partitions>>,
+    /// Each assigned partition's member (Java's `currentPartitionConsumer`), and its slot
+    /// in the member's [`Partitions`].
+    partition_consumer: HashMap<Tp, Place>,
+    /// Per member, by topic: how many of the topic's partitions `partition_consumer` gives
+    /// it (absent when none), so that the balance check is per member and topic, not per
+    /// partition.
+    topic_counts: Vec<HashMap<usize, usize>>,
     /// All partitions, topics with fewer members first (Java's `sortedAllPartitions`).
     sorted_all: Vec<Tp>,
     /// The members by (partition count, member index) (Java's `sortedCurrentSubscriptions`).
@@ -645,9 +714,11 @@ impl<'i, 'a> General<'i, 'a> {
             }
         }
         let mut partition_consumer = HashMap::new();
+        let mut topic_counts = vec![HashMap::new(); input.members.len()];
         for (m, owned) in ownership.owned.iter().enumerate() {
-            for &tp in owned {
-                partition_consumer.insert(tp, m);
+            for (slot, &tp) in owned.iter().enumerate() {
+                partition_consumer.insert(tp, Place { member: m, slot });
+                *topic_counts[m].entry(tp.0).or_default() += 1;
             }
         }
         // Topic indexes are in name order: a stable sort by member count gives Java's
@@ -670,8 +741,18 @@ impl<'i, 'a> General<'i, 'a> {
             java_order,
             max_generation: ownership.max_generation,
             topic_consumers,
-            current: ownership.owned.into_iter().map(Some).collect(),
+            current: ownership
+                .owned
+                .into_iter()
+                .map(|owned| {
+                    Some(Partitions {
+                        len: owned.len(),
+                        slots: owned.into_iter().map(Some).collect(),
+                    })
+                })
+                .collect(),
             partition_consumer,
+            topic_counts,
             sorted_all,
             sorted: BTreeSet::new(),
             revocation_required: false,
@@ -694,7 +775,7 @@ impl<'i, 'a> General<'i, 'a> {
         self.balance(&prev, unassigned);
         self.current
             .into_iter()
-            .map(Option::unwrap_or_default)
+            .map(|list| list.map(|l| l.iter().collect()).unwrap_or_default())
             .collect()
     }
 
@@ -725,14 +806,17 @@ impl<'i, 'a> General<'i, 'a> {
         let mut assigned = HashSet::new();
         for c in 0..self.current.len() {
             let owned = self.current[c].take().unwrap_or_default();
-            let mut kept = Vec::with_capacity(owned.len());
-            for tp in owned {
+            let mut kept = Partitions::default();
+            for tp in owned.iter() {
                 if !self.input.members[c].topics.contains(&tp.0) || self.racks.mismatch(c, tp) {
                     self.partition_consumer.remove(&tp);
+                    self.count_out(c, tp);
                     self.revocation_required = true;
                 } else {
                     assigned.insert(tp);
-                    kept.push(tp);
+                    let slot = kept.push(tp);
+                    self.partition_consumer
+                        .insert(tp, Place { member: c, slot });
                 }
             }
             self.current[c] = Some(kept);
@@ -741,7 +825,25 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     fn len(&self, c: usize) -> Option<usize> {
-        self.current[c].as_ref().map(Vec::len)
+        self.current[c].as_ref().map(Partitions::len)
+    }
+
+    fn count_in(&mut self, c: usize, tp: Tp) {
+        *self.topic_counts[c].entry(tp.0).or_default() += 1;
+    }
+
+    fn count_out(&mut self, c: usize, tp: Tp) {
+        if let Some(n) = self.topic_counts[c].get_mut(&tp.0) {
+            *n -= 1;
+            if *n == 0 {
+                self.topic_counts[c].remove(&tp.0);
+            }
+        }
+    }
+
+    /// The member `tp` is assigned to.
+    fn consumer(&self, tp: Tp) -> Option<usize> {
+        self.partition_consumer.get(&tp).map(|p| p.member)
     }
 
     fn insert_sorted(&mut self, c: usize) {
@@ -770,7 +872,10 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     /// Java's `isBalanced`: member counts differ by at most one, or no partition can move
-    /// to a member subscribed to its topic with at least two fewer partitions.
+    /// to a member subscribed to its topic with at least two fewer partitions. Java looks
+    /// at every partition of the member's topics; the same answer comes from the members
+    /// with at least two more partitions (taking part in balancing) that have one of those
+    /// topics, so a check costs O(members² × topics), not O(partitions).
     fn is_balanced(&self) -> bool {
         let (Some(&(min, _)), Some(&(max, _))) = (self.sorted.first(), self.sorted.last()) else {
             return true;
@@ -782,19 +887,19 @@ impl<'i, 'a> General<'i, 'a> {
             if count == self.max_assignment_size(c) {
                 continue;
             }
-            for &t in &self.input.members[c].topics {
-                for p in &self.input.topics[t].partitions {
-                    let Some(&other) = self.partition_consumer.get(&(t, p.partition)) else {
-                        continue;
-                    };
-                    if other == c {
-                        continue;
-                    }
-                    if let Some(other_count) = self.len(other) {
-                        if count + 1 < other_count {
-                            return false;
-                        }
-                    }
+            let topics = &self.input.members[c].topics;
+            for &(other_count, other) in self.sorted.iter().rev() {
+                if count + 1 >= other_count {
+                    break;
+                }
+                let counts = &self.topic_counts[other];
+                let shares = if counts.len() < topics.len() {
+                    counts.keys().any(|t| topics.contains(t))
+                } else {
+                    topics.iter().any(|t| counts.contains_key(t))
+                };
+                if shares {
+                    return false;
                 }
             }
         }
@@ -802,8 +907,8 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     /// Java's `getBalanceScore`: the sum of count differences over all pairs of members.
-    fn balance_score(assignment: &[Option<Vec<Tp>>]) -> usize {
-        let counts: Vec<usize> = assignment.iter().flatten().map(Vec::len).collect();
+    fn balance_score(assignment: &[Option<Partitions>]) -> usize {
+        let counts: Vec<usize> = assignment.iter().flatten().map(Partitions::len).collect();
         let mut score = 0;
         for (i, a) in counts.iter().enumerate() {
             for b in &counts[i + 1..] {
@@ -823,27 +928,23 @@ impl<'i, 'a> General<'i, 'a> {
         let Some(c) = found else { return false };
         self.remove_sorted(c);
         if let Some(list) = self.current[c].as_mut() {
-            list.push(tp);
+            let slot = list.push(tp);
+            self.partition_consumer
+                .insert(tp, Place { member: c, slot });
         }
-        self.partition_consumer.insert(tp, c);
+        self.count_in(c, tp);
         self.insert_sorted(c);
         true
     }
 
-    /// Java's `maybeAssign`.
+    /// Java's `maybeAssign`: each partition in turn (the assigned ones removed from
+    /// `partitions` with `remove`, in one pass).
     fn maybe_assign(&mut self, partitions: &mut Vec<Tp>, rack_matching: bool, remove: bool) {
-        let mut i = 0;
-        while i < partitions.len() {
-            let tp = partitions[i];
-            if !self.topic_consumers[tp.0].is_empty()
-                && self.maybe_assign_partition(tp, rack_matching)
-                && remove
-            {
-                partitions.remove(i);
-            } else {
-                i += 1;
-            }
-        }
+        partitions.retain(|&tp| {
+            let assigned = !self.topic_consumers[tp.0].is_empty()
+                && self.maybe_assign_partition(tp, rack_matching);
+            !(assigned && remove)
+        });
     }
 
     fn can_topic_participate(&self, t: usize) -> bool {
@@ -855,7 +956,7 @@ impl<'i, 'a> General<'i, 'a> {
             return false;
         };
         list.len() < self.max_assignment_size(c)
-            || list.iter().any(|&(t, _)| self.can_topic_participate(t))
+            || list.iter().any(|(t, _)| self.can_topic_participate(t))
     }
 
     /// Java's `balance`.
@@ -886,6 +987,7 @@ impl<'i, 'a> General<'i, 'a> {
 
         let pre_balance = self.current.clone();
         let pre_balance_consumers = self.partition_consumer.clone();
+        let pre_balance_counts = self.topic_counts.clone();
         if !self.revocation_required {
             // First try to balance by moving only the newly assigned partitions.
             self.perform_reassignments(&unassigned, prev);
@@ -898,6 +1000,7 @@ impl<'i, 'a> General<'i, 'a> {
         {
             self.current = pre_balance;
             self.partition_consumer = pre_balance_consumers;
+            self.topic_counts = pre_balance_counts;
         }
 
         for (c, list) in fixed {
@@ -918,7 +1021,7 @@ impl<'i, 'a> General<'i, 'a> {
                 if self.is_balanced() {
                     break;
                 }
-                let Some(&c) = self.partition_consumer.get(&tp) else {
+                let Some(c) = self.consumer(tp) else {
                     continue;
                 };
                 let Some(count) = self.len(c) else { continue };
@@ -981,7 +1084,7 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     fn reassign_partition_to(&mut self, tp: Tp, new: usize) {
-        let Some(&old) = self.partition_consumer.get(&tp) else {
+        let Some(old) = self.consumer(tp) else {
             return;
         };
         let tp = self.movements.actual_partition_to_move(tp, old, new);
@@ -989,7 +1092,7 @@ impl<'i, 'a> General<'i, 'a> {
     }
 
     fn process_partition_movement(&mut self, tp: Tp, new: usize) {
-        let Some(&old) = self.partition_consumer.get(&tp) else {
+        let Some(&Place { member: old, slot }) = self.partition_consumer.get(&tp) else {
             return;
         };
         if self.current[old].is_none() || self.current[new].is_none() {
@@ -999,15 +1102,62 @@ impl<'i, 'a> General<'i, 'a> {
         self.remove_sorted(new);
         self.movements.move_partition(tp, old, new);
         if let Some(list) = self.current[old].as_mut() {
-            if let Some(i) = list.iter().position(|&x| x == tp) {
-                list.remove(i);
+            if list.remove(tp, slot) && list.sparse() {
+                let places = &mut self.partition_consumer;
+                list.compact(|tp, slot| {
+                    if let Some(place) = places.get_mut(&tp) {
+                        place.slot = slot;
+                    }
+                });
             }
         }
         if let Some(list) = self.current[new].as_mut() {
-            list.push(tp);
+            let slot = list.push(tp);
+            self.partition_consumer
+                .insert(tp, Place { member: new, slot });
         }
-        self.partition_consumer.insert(tp, new);
+        self.count_out(old, tp);
+        self.count_in(new, tp);
         self.insert_sorted(new);
         self.insert_sorted(old);
+    }
+}
+
+#[cfg(test)]
+mod partitions_tests {
+    use super::{Partitions, Tp};
+    use std::collections::HashMap;
+
+    #[test]
+    fn removals_keep_the_order_and_compaction_keeps_every_slot_right() {
+        let mut list = Partitions::default();
+        let mut slots: HashMap<Tp, usize> = HashMap::new();
+        for p in 0..100 {
+            slots.insert((p as usize % 3, p), list.push((p as usize % 3, p)));
+        }
+        let mut expected: Vec<Tp> = list.iter().collect();
+        let mut compacted = 0;
+        // Remove every partition but each fifth, from the back half first.
+        for p in (50..100).chain(0..50).filter(|p| p % 5 != 0) {
+            let tp = (p as usize % 3, p);
+            assert!(list.remove(tp, slots[&tp]), "{tp:?} is in its slot");
+            assert!(!list.remove(tp, slots[&tp]), "{tp:?} is removed once");
+            slots.remove(&tp);
+            expected.retain(|&x| x != tp);
+            if list.sparse() {
+                list.compact(|tp, slot| {
+                    slots.insert(tp, slot);
+                });
+                compacted += 1;
+            }
+            assert_eq!(list.iter().collect::<Vec<_>>(), expected);
+            assert_eq!(list.len(), expected.len());
+            for (&tp, &slot) in &slots {
+                assert_eq!(list.slots[slot], Some(tp));
+            }
+        }
+        assert!(compacted > 0, "the holes were squeezed out at least once");
+        let slot = list.push((0, 1000));
+        assert_eq!(list.slots[slot], Some((0, 1000)));
     }
 }
