@@ -324,7 +324,7 @@ impl Consumer {
     /// Drops the buffered records of `partitions`, which are about to be revoked.
     fn drop_buffered(&mut self, partitions: &[TopicPartition]) {
         let set: std::collections::HashSet<&TopicPartition> = partitions.iter().collect();
-        self.queue.retain(|(c, _)| !set.contains(&c.tp));
+        self.queue.retain(|q| !set.contains(&q.chunk.tp));
     }
 
     /// Sends the assignment an assigned callback set up, if the I/O thread does not have it

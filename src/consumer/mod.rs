@@ -113,6 +113,26 @@ pub struct Metrics {
     pub partitions: Vec<PartitionMetrics>,
 }
 
+/// A chunk waiting for `poll`.
+#[derive(Debug)]
+struct Queued {
+    chunk: Arc<Chunk>,
+    /// Index of the next record to return.
+    next: usize,
+    /// Arrival number: chunks are numbered in the order the I/O thread sent them.
+    arrival: u64,
+}
+
+/// An error waiting for `poll`. It comes after the records of the chunks that arrived
+/// before it and before those of later ones: a truncation is reported before the records
+/// read again from where the logs diverge, even when both arrive in one drain.
+#[derive(Debug)]
+struct PendingError {
+    error: Error,
+    /// The arrival number of the first chunk that came after the error.
+    before_arrival: u64,
+}
+
 #[derive(Debug)]
 struct UserPart {
     /// Bumped by every seek, resume and (re)assignment; data from an older epoch is stale.
@@ -197,9 +217,12 @@ pub struct Consumer {
     io: IoHandle,
     parts: HashMap<TopicPartition, UserPart>,
     assignment: Vec<TopicPartition>,
-    /// Chunks handed over by the I/O thread, in arrival order, with the next record index.
-    queue: VecDeque<(Arc<Chunk>, usize)>,
-    errors: VecDeque<Error>,
+    /// Chunks handed over by the I/O thread, in arrival order.
+    queue: VecDeque<Queued>,
+    /// Errors for `poll` to return, in arrival order.
+    errors: VecDeque<PendingError>,
+    /// The arrival number the next chunk gets.
+    next_arrival: u64,
     wakeup: Arc<AtomicBool>,
     wakeup_tx: Sender<()>,
     wakeup_rx: Receiver<()>,
@@ -246,6 +269,7 @@ impl Consumer {
             assignment: Vec::new(),
             queue: VecDeque::new(),
             errors: VecDeque::new(),
+            next_arrival: 0,
             wakeup: Arc::new(AtomicBool::new(false)),
             wakeup_tx,
             wakeup_rx,
@@ -348,9 +372,9 @@ impl Consumer {
                 );
             }
         }
-        self.queue.retain(|(c, _)| seen.contains(&c.tp));
+        self.queue.retain(|q| seen.contains(&q.chunk.tp));
         self.errors
-            .retain(|e| e.partition().is_none_or(|tp| seen.contains(tp)));
+            .retain(|p| p.error.partition().is_none_or(|tp| seen.contains(tp)));
         self.assignment = wanted;
         Ok(())
     }
@@ -403,8 +427,8 @@ impl Consumer {
         if resume {
             p.paused = false;
         }
-        self.queue.retain(|(c, _)| c.tp != *tp);
-        self.errors.retain(|e| e.partition() != Some(tp));
+        self.queue.retain(|q| q.chunk.tp != *tp);
+        self.errors.retain(|p| p.error.partition() != Some(tp));
         self.send(Command::Seek {
             tp: tp.clone(),
             epoch,
@@ -456,7 +480,7 @@ impl Consumer {
         }
         let set: HashSet<&TopicPartition> = partitions.iter().collect();
         // Buffered data is dropped; resume fetches again from the position.
-        self.queue.retain(|(c, _)| !set.contains(&c.tp));
+        self.queue.retain(|q| !set.contains(&q.chunk.tp));
         self.send(Command::Pause(partitions.to_vec()))
     }
 
@@ -575,13 +599,29 @@ impl Consumer {
                 }
             }
             None => {
-                self.queue.retain(|(c, _)| c.tp != tp);
+                self.queue.retain(|q| q.chunk.tp != tp);
                 if let Some(p) = self.parts.get_mut(&tp) {
                     p.stuck = Some(error.clone());
                 }
             }
         }
-        self.errors.push_back(error);
+        self.push_error(error);
+    }
+
+    /// Queues `error` for `poll`, after the chunks already queued.
+    fn push_error(&mut self, error: Error) {
+        self.errors.push_back(PendingError {
+            error,
+            before_arrival: self.next_arrival,
+        });
+    }
+
+    /// Whether an error of `kind` (about `tp`, or about nothing in particular when `None`)
+    /// is already waiting.
+    fn error_pending(&self, tp: Option<&TopicPartition>, kind: ErrorKind) -> bool {
+        self.errors
+            .iter()
+            .any(|p| p.error.partition() == tp && p.error.kind() == kind)
     }
 
     /// A seek the consumer makes itself (after a truncation): like the application's, but
@@ -601,7 +641,12 @@ impl Consumer {
                         if c.end_offset >= 0 {
                             p.end_offset = Some(c.end_offset);
                         }
-                        self.queue.push_back((Arc::new(c), 0));
+                        self.queue.push_back(Queued {
+                            chunk: Arc::new(c),
+                            next: 0,
+                            arrival: self.next_arrival,
+                        });
+                        self.next_arrival += 1;
                     }
                 }
             }
@@ -629,12 +674,8 @@ impl Consumer {
                 }
                 // One pending error per partition and kind: a partition that keeps
                 // failing must not grow the queue.
-                let duplicate = self
-                    .errors
-                    .iter()
-                    .any(|q| q.partition() == e.partition() && q.kind() == e.kind());
-                if !duplicate {
-                    self.errors.push_back(e);
+                if !self.error_pending(e.partition(), e.kind()) {
+                    self.push_error(e);
                 }
             }
             Event::Truncated {
@@ -663,12 +704,10 @@ impl Consumer {
                     self.group.fatal = Some(error);
                     return;
                 }
-                if !self
-                    .errors
-                    .iter()
-                    .any(|q| q.kind() == error.kind() && q.kafka_code() == error.kafka_code())
-                {
-                    self.errors.push_back(error);
+                if !self.errors.iter().any(|p| {
+                    p.error.kind() == error.kind() && p.error.kafka_code() == error.kafka_code()
+                }) {
+                    self.push_error(error);
                 }
             }
             Event::Stopped(e) => {
@@ -759,8 +798,8 @@ impl Consumer {
             if !records.is_empty() {
                 return Ok(records);
             }
-            if let Some(e) = self.errors.pop_front() {
-                return Err(e);
+            if let Some(p) = self.errors.pop_front() {
+                return Err(p.error);
             }
             if !self.wait(deadline)? {
                 return Ok(ConsumerRecords::default());
@@ -769,15 +808,25 @@ impl Consumer {
     }
 
     /// Takes up to `max.poll.records` records from the front of the queue, dropping stale
-    /// chunks and advancing positions.
+    /// chunks and advancing positions; stops at the first chunk that arrived after a
+    /// waiting error.
     fn collect(&mut self) -> ConsumerRecords {
         let max = self.cfg.max_poll_records;
+        let barrier = self.errors.front().map(|p| p.before_arrival);
         let mut out = ConsumerRecords::default();
         let mut n = 0;
         while n < max {
-            let Some((chunk, idx)) = self.queue.front_mut() else {
+            let Some(Queued {
+                chunk,
+                next: idx,
+                arrival,
+            }) = self.queue.front_mut()
+            else {
                 break;
             };
+            if barrier.is_some_and(|b| *arrival >= b) {
+                break;
+            }
             let Some(p) = self.parts.get_mut(&chunk.tp) else {
                 self.queue.pop_front();
                 continue;
@@ -836,20 +885,24 @@ impl Consumer {
             let epoch = p.epoch;
             self.drain();
             self.check_open()?;
-            if let Some((c, _)) = self
+            if let Some(q) = self
                 .queue
                 .iter()
-                .find(|(c, _)| c.tp == *tp && c.epoch == epoch)
+                .find(|q| q.chunk.tp == *tp && q.chunk.epoch == epoch)
             {
-                let pos = c.fetch_offset;
+                let pos = q.chunk.fetch_offset;
                 if let Some(p) = self.parts.get_mut(tp) {
                     p.position = Some(pos);
                 }
                 return Ok(pos);
             }
-            if let Some(i) = self.errors.iter().position(|e| e.partition() == Some(tp)) {
-                if let Some(e) = self.errors.remove(i) {
-                    return Err(e);
+            if let Some(i) = self
+                .errors
+                .iter()
+                .position(|p| p.error.partition() == Some(tp))
+            {
+                if let Some(p) = self.errors.remove(i) {
+                    return Err(p.error);
                 }
             }
             if !self.wait(deadline)? {
@@ -1143,8 +1196,8 @@ impl Consumer {
     pub fn metrics(&mut self) -> Metrics {
         self.drain();
         let mut buffered: HashMap<&TopicPartition, usize> = HashMap::new();
-        for (c, i) in &self.queue {
-            *buffered.entry(&c.tp).or_default() += c.records.len() - i;
+        for q in &self.queue {
+            *buffered.entry(&q.chunk.tp).or_default() += q.chunk.records.len() - q.next;
         }
         let mut partitions: Vec<PartitionMetrics> = self
             .parts
@@ -1282,6 +1335,45 @@ impl std::fmt::Debug for Consumer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The records of chunks that arrived before an error come first, then the error, then
+    /// the records of later chunks, even when all three are drained at once (a truncation
+    /// is reported before the records read again from where the logs diverge).
+    #[test]
+    fn an_error_comes_after_the_records_before_it_and_before_the_records_after_it() {
+        // Nothing listens on port 1: the I/O thread only retries its bootstrap.
+        let mut c = Consumer::new(ConsumerConfig::new("127.0.0.1:1")).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        c.assign(std::slice::from_ref(&tp)).unwrap();
+        let epoch = c.parts[&tp].epoch;
+        c.event(Event::Chunk(crate::fetch::chunk::test_chunk(
+            tp.clone(),
+            epoch,
+            0,
+            5,
+        )));
+        c.event(Event::Error(
+            Error::new(ErrorKind::Corrupt, "a bad batch").with_partition(tp.clone()),
+            Some(epoch),
+        ));
+        c.event(Event::Chunk(crate::fetch::chunk::test_chunk(
+            tp.clone(),
+            epoch,
+            5,
+            5,
+        )));
+
+        let offsets = |c: &mut Consumer| -> Result<Vec<i64>> {
+            let records = c.poll(Duration::ZERO)?;
+            Ok(records.iter().map(|r| r.offset()).collect())
+        };
+        assert_eq!(offsets(&mut c).unwrap(), vec![0, 1, 2, 3, 4]);
+        let e = offsets(&mut c).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+        assert_eq!(offsets(&mut c).unwrap(), vec![5, 6, 7, 8, 9]);
+        assert_eq!(offsets(&mut c).unwrap(), Vec::<i64>::new());
+        c.close_timeout(Duration::from_secs(5)).unwrap();
+    }
 
     #[test]
     fn consumer_and_handles_are_send() {

@@ -181,6 +181,34 @@ impl Chunk {
     }
 }
 
+/// A chunk of `n` records from `base` of `tp` fetched under `epoch` (values `v<offset>`),
+/// for tests above the fetch path.
+#[cfg(test)]
+pub(crate) fn test_chunk(tp: TopicPartition, epoch: PositionEpoch, base: i64, n: i32) -> Chunk {
+    let budget = Budget::new(1 << 30, Box::new(|| {}));
+    let set = crate::sim::broker::batch(base, n);
+    let frame = Arc::new(FetchedFrame::new(FrameBuf::from_vec(set.clone()), &budget));
+    let decoded = build_chunk(
+        PartitionInput {
+            tp,
+            epoch,
+            fetch_offset: base,
+            end_offset: base + i64::from(n),
+            frame: &frame,
+            records: (0, set.len()),
+            aborted: None,
+            check_crcs: true,
+        },
+        &budget,
+        frame.charged(),
+        None,
+    );
+    match decoded.chunk {
+        Some(chunk) => chunk,
+        None => panic!("no chunk decoded: {:?}", decoded.stop),
+    }
+}
+
 /// What the fetch path knows about one partition's answer.
 pub(crate) struct PartitionInput<'a> {
     /// Which partition.
