@@ -149,12 +149,29 @@ fn random_case(rng: &mut Rng, name: String) -> Case {
         }
         members.push(sub);
     }
-    for (t, infos) in &topics {
+    scatter_ownership(rng, &topics, &mut members, 75, 5);
+    Case {
+        name,
+        topics,
+        members,
+    }
+}
+
+/// Gives each partition, with `owned_percent` chance, an owner among `members`, and with
+/// `twice_percent` chance then a second (claimed) owner too.
+fn scatter_ownership(
+    rng: &mut Rng,
+    topics: &Topics,
+    members: &mut [MemberSubscription],
+    owned_percent: usize,
+    twice_percent: usize,
+) {
+    for (t, infos) in topics {
         for p in infos {
-            if rng.chance(75) {
+            if rng.chance(owned_percent) {
                 let owner = rng.below(members.len());
                 members[owner].owned_partitions.push(tp(t, p.partition));
-                if rng.chance(5) {
+                if rng.chance(twice_percent) {
                     let other = rng.below(members.len());
                     if other != owner {
                         members[other].owned_partitions.push(tp(t, p.partition));
@@ -162,11 +179,6 @@ fn random_case(rng: &mut Rng, name: String) -> Case {
                 }
             }
         }
-    }
-    Case {
-        name,
-        topics,
-        members,
     }
 }
 
@@ -258,20 +270,7 @@ fn random_rack_case(rng: &mut Rng, name: String, large: bool) -> Case {
         members.push(sub);
     }
     if rng.chance(75) {
-        for (t, infos) in &topics {
-            for p in infos {
-                if rng.chance(80) {
-                    let owner = rng.below(members.len());
-                    members[owner].owned_partitions.push(tp(t, p.partition));
-                    if rng.chance(4) {
-                        let other = rng.below(members.len());
-                        if other != owner {
-                            members[other].owned_partitions.push(tp(t, p.partition));
-                        }
-                    }
-                }
-            }
-        }
+        scatter_ownership(rng, &topics, &mut members, 80, 4);
     }
     Case {
         name,

@@ -399,7 +399,12 @@ fn node(n: i32) -> u8 {
 
 /// The CPU time (user + system, in clock ticks) process `pid` used so far.
 fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_ticks(format!("/proc/{pid}/stat"))
+}
+
+/// The user + system clock ticks in a `/proc/.../stat` file (of a process or a thread).
+fn stat_ticks(path: impl AsRef<std::path::Path>) -> Option<u64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     let after = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
@@ -440,10 +445,7 @@ fn resources(pid: u32) -> Option<(u64, usize, u64)> {
     {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
         if comm.trim_end() == "kafka-consumer" {
-            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-            let after = stat.rsplit_once(')')?.1;
-            let f: Vec<&str> = after.split_whitespace().collect();
-            io_ticks += f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            io_ticks += stat_ticks(task.path().join("stat"))?;
         }
     }
     Some((rss_kib, fds, io_ticks))
