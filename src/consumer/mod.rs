@@ -10,6 +10,10 @@
 //! 3. Once the I/O thread has stopped (an error or a panic), every call returns a
 //!    [`ErrorKind::Closed`] error that says why.
 //! 4. Calls that change several partitions check them all before changing any.
+//! 5. The figures of [`Consumer::metrics`] that depend on partitions are kept as they
+//!    change, never computed by walking them: every change of a position, end or log start
+//!    recounts that partition's lag and lead, a partition that leaves the assignment stops
+//!    counting, and the queue's record count follows every chunk in and out.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +28,8 @@ use crate::fetch::chunk::Chunk;
 use crate::fetch::fetcher::SeekTo;
 use crate::group::commit::Committed;
 use crate::io::{self, Command, Event, IoHandle};
+use crate::metrics::stats::UserStats;
+use crate::metrics::{Metrics, PartitionMetrics};
 use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
 use crate::types::{CallId, LeaderEpoch, NodeId, OffsetReset, PositionEpoch, TopicPartition};
@@ -73,46 +79,6 @@ impl OffsetAndMetadata {
 pub type CommitCallback =
     Box<dyn FnOnce(&HashMap<TopicPartition, OffsetAndMetadata>, Result<()>) + Send>;
 
-/// One partition in [`Metrics`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PartitionMetrics {
-    /// The partition.
-    pub partition: TopicPartition,
-    /// The offset of the next record `poll` returns, if known.
-    pub position: Option<i64>,
-    /// The partition's end as of the last fetch: the high watermark, or the last stable
-    /// offset under read_committed.
-    pub end_offset: Option<i64>,
-    /// `end_offset - position`: how far the application is behind.
-    pub lag: Option<i64>,
-    /// Records fetched and waiting to be returned by `poll`.
-    pub buffered_records: usize,
-    /// Whether the partition is paused.
-    pub paused: bool,
-    /// The node id of the broker the last records `poll` returned for this partition came
-    /// from: its leader, or (with `client.rack`, KIP-392) a follower in the consumer's rack
-    /// that the leader named; `None` before the first records.
-    pub fetched_from: Option<i32>,
-}
-
-/// A snapshot of the consumer's buffers, from [`Consumer::metrics`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Metrics {
-    /// Bytes fetched by the I/O thread and not yet released by the application (bounded
-    /// by `fetch.buffer.bytes`, plus at most one response in flight).
-    pub prefetched_bytes: usize,
-    /// Records fetched and waiting to be returned by `poll`.
-    pub buffered_records: usize,
-    /// Whether fetching has stopped because `fetch.buffer.bytes` is used up: the records
-    /// the application still holds (`ConsumerRecords` not yet dropped) and those waiting
-    /// to be returned pin that memory.
-    pub fetch_blocked_by_memory: bool,
-    /// Per assigned partition, sorted.
-    pub partitions: Vec<PartitionMetrics>,
-}
-
 #[derive(Debug)]
 struct UserPart {
     /// Bumped by every seek, resume and (re)assignment; data from an older epoch is stale.
@@ -127,8 +93,108 @@ struct UserPart {
     /// The position cannot be found without a seek (auto.offset.reset=none): why.
     stuck: Option<Error>,
     end_offset: Option<i64>,
+    /// The log start offset as the last fetch answer gave it.
+    log_start: Option<i64>,
     /// The broker the last records came from.
     fetched_from: Option<NodeId>,
+    /// The lag and lead this partition counts with in the consumer's [`UserStats`]
+    /// (invariant 5).
+    counted: LagLead,
+}
+
+/// A partition's lag (`end - position`, at least 0) and lead (`position - log start`),
+/// where both ends are known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LagLead {
+    lag: Option<i64>,
+    lead: Option<i64>,
+}
+
+impl UserPart {
+    fn new(epoch: PositionEpoch) -> UserPart {
+        UserPart {
+            epoch,
+            position: None,
+            leader_epoch: None,
+            target: SeekTo::Default,
+            paused: false,
+            stuck: None,
+            fetched_from: None,
+            end_offset: None,
+            log_start: None,
+            counted: LagLead::default(),
+        }
+    }
+
+    fn lag_lead(&self) -> LagLead {
+        LagLead {
+            lag: self
+                .position
+                .zip(self.end_offset)
+                .map(|(pos, end)| (end - pos).max(0)),
+            lead: self
+                .position
+                .zip(self.log_start)
+                .map(|(pos, start)| pos - start),
+        }
+    }
+
+    /// Brings the partition's lag and lead in `stats` up to date after its position or
+    /// ends changed (O(log n) of the distinct values).
+    fn recount(&mut self, stats: &mut UserStats) {
+        let now = self.lag_lead();
+        if now != self.counted {
+            stats.lags.replace(self.counted.lag, now.lag);
+            stats.leads.replace(self.counted.lead, now.lead);
+            self.counted = now;
+        }
+    }
+
+    /// The partition leaves the assignment: it no longer counts.
+    fn uncount(&mut self, stats: &mut UserStats) {
+        stats.lags.replace(self.counted.lag, None);
+        stats.leads.replace(self.counted.lead, None);
+        self.counted = LagLead::default();
+    }
+}
+
+/// The chunks handed over by the I/O thread, in arrival order, each with the index of its
+/// next record; and how many records they hold that `poll` has not returned, kept as they
+/// come and go (so [`Consumer::metrics`] need not walk them).
+#[derive(Default)]
+struct Queue {
+    chunks: VecDeque<(Arc<Chunk>, usize)>,
+    records: usize,
+}
+
+impl Queue {
+    fn push(&mut self, c: Chunk) {
+        self.records += c.records.len();
+        self.chunks.push_back((Arc::new(c), 0));
+    }
+
+    /// Keeps the chunks `keep` says yes to.
+    fn retain(&mut self, mut keep: impl FnMut(&Chunk) -> bool) {
+        let records = &mut self.records;
+        self.chunks.retain(|(c, next)| {
+            let k = keep(c);
+            if !k {
+                *records -= c.records.len() - next;
+            }
+            k
+        });
+    }
+
+    fn pop_front(&mut self) {
+        if let Some((c, next)) = self.chunks.pop_front() {
+            self.records -= c.records.len() - next;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.records = 0;
+    }
 }
 
 /// Interrupts a blocked call of a [`Consumer`] from another thread.
@@ -197,8 +263,9 @@ pub struct Consumer {
     io: IoHandle,
     parts: HashMap<TopicPartition, UserPart>,
     assignment: Vec<TopicPartition>,
-    /// Chunks handed over by the I/O thread, in arrival order, with the next record index.
-    queue: VecDeque<(Arc<Chunk>, usize)>,
+    queue: Queue,
+    /// What this side counts for [`Consumer::metrics`].
+    stats: UserStats,
     errors: VecDeque<Error>,
     wakeup: Arc<AtomicBool>,
     wakeup_tx: Sender<()>,
@@ -244,7 +311,8 @@ impl Consumer {
             io,
             parts: HashMap::new(),
             assignment: Vec::new(),
-            queue: VecDeque::new(),
+            queue: Queue::default(),
+            stats: UserStats::default(),
             errors: VecDeque::new(),
             wakeup: Arc::new(AtomicBool::new(false)),
             wakeup_tx,
@@ -329,30 +397,32 @@ impl Consumer {
                 return Err(Error::config(format!("invalid partition {tp}")));
             }
         }
-        self.parts.retain(|tp, _| seen.contains(tp));
+        let stats = &mut self.stats;
+        self.parts.retain(|tp, p| {
+            let keep = seen.contains(tp);
+            if !keep {
+                p.uncount(stats);
+            }
+            keep
+        });
         for tp in &wanted {
             if !self.parts.contains_key(tp) {
                 let epoch = self.epoch();
-                self.parts.insert(
-                    tp.clone(),
-                    UserPart {
-                        epoch,
-                        position: None,
-                        leader_epoch: None,
-                        target: SeekTo::Default,
-                        paused: false,
-                        stuck: None,
-                        fetched_from: None,
-                        end_offset: None,
-                    },
-                );
+                self.parts.insert(tp.clone(), UserPart::new(epoch));
             }
         }
-        self.queue.retain(|(c, _)| seen.contains(&c.tp));
+        self.queue.retain(|c| seen.contains(&c.tp));
         self.errors
             .retain(|e| e.partition().is_none_or(|tp| seen.contains(tp)));
         self.assignment = wanted;
+        self.note_unassigned();
         Ok(())
+    }
+
+    /// Starts or stops the clock of time without partitions (subscribed, none owned).
+    pub(crate) fn note_unassigned(&mut self) {
+        let unassigned = self.subscribed() && self.assignment.is_empty();
+        self.stats.unassigned.set(unassigned, Instant::now());
     }
 
     /// The assignment as the fetcher takes it: each partition with its position epoch and
@@ -403,7 +473,8 @@ impl Consumer {
         if resume {
             p.paused = false;
         }
-        self.queue.retain(|(c, _)| c.tp != *tp);
+        p.recount(&mut self.stats);
+        self.queue.retain(|c| c.tp != *tp);
         self.errors.retain(|e| e.partition() != Some(tp));
         self.send(Command::Seek {
             tp: tp.clone(),
@@ -456,7 +527,7 @@ impl Consumer {
         }
         let set: HashSet<&TopicPartition> = partitions.iter().collect();
         // Buffered data is dropped; resume fetches again from the position.
-        self.queue.retain(|(c, _)| !set.contains(&c.tp));
+        self.queue.retain(|c| !set.contains(&c.tp));
         self.send(Command::Pause(partitions.to_vec()))
     }
 
@@ -575,7 +646,7 @@ impl Consumer {
                 }
             }
             None => {
-                self.queue.retain(|(c, _)| c.tp != tp);
+                self.queue.retain(|c| c.tp != tp);
                 if let Some(p) = self.parts.get_mut(&tp) {
                     p.stuck = Some(error.clone());
                 }
@@ -600,8 +671,9 @@ impl Consumer {
                     if p.epoch == c.epoch && !p.paused {
                         if c.end_offset >= 0 {
                             p.end_offset = Some(c.end_offset);
+                            p.recount(&mut self.stats);
                         }
-                        self.queue.push_back((Arc::new(c), 0));
+                        self.queue.push(c);
                     }
                 }
             }
@@ -609,9 +681,16 @@ impl Consumer {
                 tp,
                 epoch,
                 end_offset,
+                log_start_offset,
             } => {
                 if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
-                    p.end_offset = Some(end_offset);
+                    if end_offset >= 0 {
+                        p.end_offset = Some(end_offset);
+                    }
+                    if log_start_offset >= 0 {
+                        p.log_start = Some(log_start_offset);
+                    }
+                    p.recount(&mut self.stats);
                 }
             }
             Event::Error(e, epoch) => {
@@ -769,13 +848,14 @@ impl Consumer {
     }
 
     /// Takes up to `max.poll.records` records from the front of the queue, dropping stale
-    /// chunks and advancing positions.
+    /// chunks and advancing positions (and counting what it returns, invariant 5).
     fn collect(&mut self) -> ConsumerRecords {
         let max = self.cfg.max_poll_records;
         let mut out = ConsumerRecords::default();
         let mut n = 0;
+        let mut bytes = 0u64;
         while n < max {
-            let Some((chunk, idx)) = self.queue.front_mut() else {
+            let Some((chunk, idx)) = self.queue.chunks.front_mut() else {
                 break;
             };
             let Some(p) = self.parts.get_mut(&chunk.tp) else {
@@ -797,8 +877,13 @@ impl Consumer {
             let take = (max - n).min(chunk.records.len() - *idx);
             if take > 0 {
                 out.push(Arc::clone(chunk), *idx, *idx + take);
+                bytes += chunk.records[*idx..*idx + take]
+                    .iter()
+                    .map(|r| u64::from(r.size))
+                    .sum::<u64>();
                 *idx += take;
                 n += take;
+                self.queue.records -= take;
                 let last = &chunk.records[*idx - 1];
                 p.position = Some(last.offset + 1);
                 if chunk.source.is_some() {
@@ -806,13 +891,20 @@ impl Consumer {
                 }
                 p.leader_epoch = (last.leader_epoch >= 0).then_some(last.leader_epoch);
             }
-            if *idx == chunk.records.len() {
+            let done = *idx == chunk.records.len();
+            if done {
                 p.position = Some(chunk.next_offset);
                 if let Some(e) = chunk.last_epoch.known() {
                     p.leader_epoch = Some(e);
                 }
+            }
+            p.recount(&mut self.stats);
+            if done {
                 self.queue.pop_front();
             }
+        }
+        if n > 0 {
+            self.stats.consumed(n as u64, bytes, Instant::now());
         }
         out
     }
@@ -838,12 +930,14 @@ impl Consumer {
             self.check_open()?;
             if let Some((c, _)) = self
                 .queue
+                .chunks
                 .iter()
                 .find(|(c, _)| c.tp == *tp && c.epoch == epoch)
             {
                 let pos = c.fetch_offset;
                 if let Some(p) = self.parts.get_mut(tp) {
                     p.position = Some(pos);
+                    p.recount(&mut self.stats);
                 }
                 return Ok(pos);
             }
@@ -1138,37 +1232,58 @@ impl Consumer {
             .collect())
     }
 
-    /// A snapshot of the prefetch buffers and of each assigned partition's position, end
-    /// and lag.
-    pub fn metrics(&mut self) -> Metrics {
+    /// A snapshot of the consumer's figures: records and bytes consumed, fetches, commits,
+    /// rebalances, the largest lag and smallest lead, connections and requests per broker,
+    /// the prefetch buffers (see [`Metrics`], and [`Metrics::iter`] for exporters).
+    ///
+    /// Cheap enough to call from the poll loop: no round trip to the I/O thread (it reads
+    /// what the I/O thread has counted, under a short lock), nothing taken from the records
+    /// waiting for `poll`, and O(brokers) whatever the number of partitions. Figures the
+    /// user side keeps (records consumed, lag, lead) are as of the last call into the
+    /// consumer (`poll`, `partition_metrics`, ...).
+    pub fn metrics(&self) -> Metrics {
+        let now = Instant::now();
+        let mut m = Metrics::empty(&self.cfg.client_id);
+        m.prefetched_bytes = self.io.budget.used();
+        m.buffered_records = self.queue.records;
+        m.fetch_blocked_by_memory = self.io.budget.is_starved();
+        m.assigned_partitions = self.assignment.len();
+        self.stats.fill(&mut m, now);
+        self.io.metrics.with(|io| io.fill(&mut m, now));
+        m
+    }
+
+    /// Each assigned partition's position, ends, lag, lead, buffered records and source,
+    /// sorted by partition. O(partitions): for a dashboard of partitions, or a look at a
+    /// few in a test; [`metrics`](Consumer::metrics) has the aggregates. It first takes in
+    /// what the I/O thread has handed over since the last call (without returning any
+    /// record: `poll` still gets them all), so ends and buffered records are current.
+    pub fn partition_metrics(&mut self) -> Vec<PartitionMetrics> {
         self.drain();
         let mut buffered: HashMap<&TopicPartition, usize> = HashMap::new();
-        for (c, i) in &self.queue {
+        for (c, i) in &self.queue.chunks {
             *buffered.entry(&c.tp).or_default() += c.records.len() - i;
         }
         let mut partitions: Vec<PartitionMetrics> = self
             .parts
             .iter()
-            .map(|(tp, p)| PartitionMetrics {
-                partition: tp.clone(),
-                position: p.position,
-                end_offset: p.end_offset,
-                lag: p
-                    .position
-                    .zip(p.end_offset)
-                    .map(|(pos, end)| (end - pos).max(0)),
-                buffered_records: buffered.get(tp).copied().unwrap_or(0),
-                paused: p.paused,
-                fetched_from: p.fetched_from.map(|n| n.0),
+            .map(|(tp, p)| {
+                let LagLead { lag, lead } = p.lag_lead();
+                PartitionMetrics {
+                    partition: tp.clone(),
+                    position: p.position,
+                    end_offset: p.end_offset,
+                    log_start_offset: p.log_start,
+                    lag,
+                    lead,
+                    buffered_records: buffered.get(tp).copied().unwrap_or(0),
+                    paused: p.paused,
+                    fetched_from: p.fetched_from.map(|n| n.0),
+                }
             })
             .collect();
         partitions.sort_by(|a, b| a.partition.cmp(&b.partition));
-        Metrics {
-            prefetched_bytes: self.io.budget.used(),
-            buffered_records: buffered.values().sum(),
-            fetch_blocked_by_memory: self.io.budget.is_starved(),
-            partitions,
-        }
+        partitions
     }
 
     /// The partitions of `topic`, from the cluster's metadata. A topic whose metadata the
@@ -1233,6 +1348,7 @@ impl Consumer {
         }
         self.closed = true;
         self.queue.clear();
+        self.note_unassigned();
         // Asynchronous commits under way finish first (their callbacks run here), as in the
         // Java client, within the same timeout.
         loop {
@@ -1273,7 +1389,7 @@ impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
             .field("assignment", &self.assignment)
-            .field("buffered_chunks", &self.queue.len())
+            .field("buffered_chunks", &self.queue.chunks.len())
             .field("closed", &self.closed)
             .finish()
     }
