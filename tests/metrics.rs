@@ -276,6 +276,7 @@ fn a_group_member_counts_its_rebalances_commits_and_time_without_partitions() {
         let took = m.rebalance_latency_max.expect("a rebalance was timed");
         assert!(took <= since, "{protocol}: {took:?} of {since:?}");
         assert!(m.rebalance_latency_total >= took);
+        assert!(m.last_rebalance_latency.is_some_and(|l| l <= took));
         // Without partitions from the subscribe until the first assignment.
         assert!(
             m.unassigned_time_total > Duration::ZERO && m.unassigned_time_total <= since,

@@ -103,6 +103,9 @@ pub struct Metrics {
     pub rebalance_latency_max: Option<Duration>,
     /// Time spent in rebalances that completed (Java: `rebalance-latency-total`).
     pub rebalance_latency_total: Duration,
+    /// How long the last completed rebalance took, however long ago (ours:
+    /// `last-rebalance-latency`, in ms like Java's `rebalance-latency-*`).
+    pub last_rebalance_latency: Option<Duration>,
     /// Whole seconds since the last rebalance completed (Java:
     /// `last-rebalance-seconds-ago`, -1 before the first).
     pub last_rebalance_seconds_ago: Option<u64>,
@@ -315,6 +318,7 @@ impl Metrics {
             rebalance_latency_avg: None,
             rebalance_latency_max: None,
             rebalance_latency_total: Duration::ZERO,
+            last_rebalance_latency: None,
             last_rebalance_seconds_ago: None,
             failed_rebalance_total: 0,
             failed_rebalance_rate_per_hour: 0.0,
@@ -463,6 +467,11 @@ impl Metrics {
             "rebalance-latency-total",
             "The total number of milliseconds spent in rebalances",
             ms(Some(self.rebalance_latency_total)),
+        );
+        l.gauge(
+            "last-rebalance-latency",
+            "The time in ms the last completed rebalance took",
+            ms(self.last_rebalance_latency),
         );
         l.gauge(
             "last-rebalance-seconds-ago",

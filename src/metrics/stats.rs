@@ -312,6 +312,7 @@ impl UserStats {
 pub(crate) struct RebalanceStats {
     under_way: Option<Instant>,
     last_end: Option<Instant>,
+    last_took: Option<Duration>,
     completed: LatencySensor,
     latency_total: Duration,
     failed: LatencySensor,
@@ -329,6 +330,7 @@ impl RebalanceStats {
                     self.completed.record(took, now);
                     self.latency_total += took;
                     self.last_end = Some(now);
+                    self.last_took = Some(took);
                 }
             }
             RebalancePhase::Failed => {
@@ -345,6 +347,7 @@ impl RebalanceStats {
         m.rebalance_latency_avg = self.completed.avg(now);
         m.rebalance_latency_max = self.completed.max(now);
         m.rebalance_latency_total = self.latency_total;
+        m.last_rebalance_latency = self.last_took;
         m.last_rebalance_seconds_ago = self
             .last_end
             .map(|t| now.saturating_duration_since(t).as_secs());

@@ -200,6 +200,7 @@ fn rebalances_count_from_their_start_to_their_end_and_a_second_start_changes_not
     assert_eq!(m.rebalance_latency_total, ms(320));
     assert_eq!(m.rebalance_latency_max, Some(ms(200)));
     assert_eq!(m.rebalance_latency_avg, Some(ms(160)));
+    assert_eq!(m.last_rebalance_latency, Some(ms(200)));
     assert_eq!(m.last_rebalance_seconds_ago, Some(2));
     // Two since the first ended 12.82 s ago, plus the window Java adds before the first
     // window is full.
