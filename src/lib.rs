@@ -51,6 +51,7 @@ mod group;
 mod io;
 mod link;
 mod listener;
+mod metrics;
 // With `__testing`, the wire format is reachable from the crate's own tests (see below).
 #[cfg_attr(feature = "__testing", allow(missing_docs))]
 mod protocol;
@@ -73,12 +74,10 @@ pub mod testing {
 }
 
 pub use config::{ConsumerConfig, GroupProtocol, IsolationLevel};
-pub use consumer::{
-    CommitCallback, Consumer, Metrics, OffsetAndMetadata, OffsetAndTimestamp, PartitionMetrics,
-    WakeupHandle,
-};
+pub use consumer::{CommitCallback, Consumer, OffsetAndMetadata, OffsetAndTimestamp, WakeupHandle};
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{GroupMetadata, RebalanceListener};
+pub use metrics::{BrokerMetrics, ConnectionState, Metric, MetricKind, Metrics, PartitionMetrics};
 pub use record::{ConsumerRecords, Header, Headers, OwnedRecord, Record, Records, TimestampType};
 pub use security::{
     OAuthBearerToken, OAuthBearerTokenProvider, SaslMechanism, Secret, SecurityProtocol,

@@ -1,6 +1,6 @@
 //! The inner border of the crate: the protocol layer and the sans-IO components
-//! (`src/protocol/`, `src/fetch/`, `src/group/`, `src/sasl/`, `src/cluster/`, `link.rs`,
-//! `backoff.rs`, `types.rs`) take bytes and time as arguments and never touch sockets, the
+//! (`src/protocol/`, `src/fetch/`, `src/group/`, `src/sasl/`, `src/cluster/`, `src/metrics/`,
+//! `link.rs`, `backoff.rs`, `types.rs`) take bytes and time as arguments and never touch sockets, the
 //! event loop, threads, channels, locks, atomics or the clock; only `src/io/` does (and the
 //! shared budget in `buffer.rs`, which they use through its methods).
 
@@ -13,6 +13,7 @@ const SANS_IO: &[&str] = &[
     "src/group",
     "src/sasl",
     "src/cluster",
+    "src/metrics",
     "src/link.rs",
     "src/backoff.rs",
     "src/types.rs",

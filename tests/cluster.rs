@@ -114,9 +114,9 @@ impl Reader {
     /// Per partition, the end of what the consumer has fetched so far (its position plus
     /// the records it holds): a record at or past it comes from a fetch made after now.
     fn fetched_end(&mut self) -> Vec<i64> {
-        let m = self.consumer.metrics();
+        let m = self.consumer.partition_metrics();
         let mut end = self.next.clone();
-        for pm in &m.partitions {
+        for pm in &m {
             let p = pm.partition.partition() as usize;
             end[p] = pm.position.unwrap_or(self.next[p]) + pm.buffered_records as i64;
         }
@@ -155,7 +155,7 @@ impl Reader {
                     self.next,
                     self.errors,
                     describe_lines(&cluster.describe(&self.topic)),
-                    self.consumer.metrics()
+                    self.consumer.partition_metrics()
                 );
             }
         }

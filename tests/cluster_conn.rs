@@ -125,7 +125,7 @@ impl Stream {
                 self.unique,
                 self.next,
                 self.errors,
-                c.metrics()
+                c.partition_metrics()
             );
         }
     }
@@ -151,9 +151,8 @@ impl Stream {
 }
 
 fn fetched_from(c: &mut Consumer, tp: &TopicPartition) -> Option<i32> {
-    c.metrics()
-        .partitions
-        .iter()
+    c.partition_metrics()
+        .into_iter()
         .find(|p| &p.partition == tp)
         .and_then(|p| p.fetched_from)
 }
@@ -259,7 +258,7 @@ fn rack_b_consumer_reads_from_the_follower_on_node_2_falls_back_to_the_leader_an
                  {}); metrics {:?}",
                 s.next,
                 in_chosen(*written),
-                c.metrics()
+                c.partition_metrics()
             );
         }
     };
@@ -415,7 +414,7 @@ fn group_poll(c: &mut Consumer, s: &mut Stream, confirmed: &Confirmed) -> u64 {
 /// holds): a record at or past it comes from a fetch made after now.
 fn fetched_end(c: &mut Consumer, s: &Stream) -> Vec<i64> {
     let mut end = s.next.clone();
-    for pm in &c.metrics().partitions {
+    for pm in &c.partition_metrics() {
         let p = pm.partition.partition() as usize;
         end[p] = pm.position.unwrap_or(s.next[p]) + pm.buffered_records as i64;
     }

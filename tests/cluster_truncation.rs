@@ -441,8 +441,8 @@ fn an_unclean_election_truncating_the_log_is_reported_with_the_java_consumers_di
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let m = held.consumer.metrics();
-        let pm = &m.partitions[0];
+        let m = held.consumer.partition_metrics();
+        let pm = &m[0];
         if pm.position == Some(HELD) && HELD + pm.buffered_records as i64 == position {
             break;
         }

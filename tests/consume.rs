@@ -846,9 +846,9 @@ fn held_consumer_records_stop_the_prefetch_within_the_budget_and_dropping_them_l
 
 /// The metrics of the one partition of a single-partition consumer.
 fn partition_metrics(c: &mut kafka_consumer::Consumer) -> kafka_consumer::PartitionMetrics {
-    let m = c.metrics();
-    assert_eq!(m.partitions.len(), 1);
-    m.partitions[0].clone()
+    let m = c.partition_metrics();
+    assert_eq!(m.len(), 1);
+    m[0].clone()
 }
 
 /// Waits (without polling) until the partition's metrics satisfy `f`.

@@ -260,8 +260,8 @@ fn a_fetch_timeout_refreshes_metadata_and_reading_moves_to_the_new_leader() {
         vec![0, 1],
         "read from the new leader within 5 s (fetches to node 0 timed out after 0.8 s)"
     );
-    let m = c.metrics();
-    assert_eq!(m.partitions[0].fetched_from, Some(1), "records from node 1");
+    let m = c.partition_metrics();
+    assert_eq!(m[0].fetched_from, Some(1), "records from node 1");
     assert!(
         hung.load(Ordering::SeqCst),
         "the first fetch went to node 0"

@@ -307,7 +307,7 @@ fn read_uncommitted_delivers_records_the_fetch_lists_as_aborted() {
     loop {
         let recs = rc.poll(Duration::from_millis(100)).expect("poll");
         assert!(recs.is_empty(), "read_committed delivered aborted records");
-        if rc.metrics().partitions[0].position == Some(4) {
+        if rc.partition_metrics()[0].position == Some(4) {
             break;
         }
         assert!(
@@ -505,7 +505,7 @@ fn records_come_from_the_preferred_read_replica_and_an_error_there_goes_back_to_
     c.assign(&[tp(0)]).unwrap();
     let first = poll_records(&mut c, 5, Duration::from_secs(15));
     assert_eq!(offsets(&first), (0..5).collect::<Vec<i64>>());
-    let from = |c: &mut Consumer| c.metrics().partitions[0].fetched_from;
+    let from = |c: &mut Consumer| c.partition_metrics()[0].fetched_from;
     assert_eq!(from(&mut c), Some(1), "the metrics name the follower");
     let rest = poll_records(&mut c, 3, Duration::from_secs(15));
     let got: Vec<_> = first.into_iter().chain(rest).collect();

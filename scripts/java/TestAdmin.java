@@ -25,6 +25,13 @@
 //       subscribes to T in group G, polls until it has an assignment, prints
 //       "joined [partitions]", then keeps polling (staying in the group) until its stdin
 //       closes; then leaves the group and prints "left"
+//   delete-records --topic T --partition p --before O
+//       deletes T-p's records before offset O (the log start offset becomes O); prints
+//       "log start O"
+//   consume-metrics --topic T --partitions P --count N
+//       assigns T-0..T-(P-1) (no group), reads N records from the beginning, and prints the
+//       Java consumer's own figures for them: "consumed RECORDS BYTES" (its
+//       records-consumed-total and bytes-consumed-total)
 //   acl-add --principal User:bob --resource topic|group|cluster|transactional-id --name N
 //           --operation READ|DESCRIBE|ALL|... [--pattern literal|prefixed]
 //           [--permission allow|deny] [--host H]
@@ -89,6 +96,8 @@ public class TestAdmin {
                 case "committed": committed(); break;
                 case "commit": commit(); break;
                 case "member": member(); break;
+                case "consume-metrics": consumeMetrics(); break;
+                case "delete-records": deleteRecords(); break;
                 case "acl-add": aclAdd(); break;
                 case "acl-remove": aclRemove(); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
@@ -262,6 +271,48 @@ public class TestAdmin {
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         return p;
+    }
+
+    static void deleteRecords() throws Exception {
+        TopicPartition tp = new TopicPartition(opt("--topic"), Integer.parseInt(opt("--partition")));
+        long before = Long.parseLong(opt("--before"));
+        try (Admin admin = admin()) {
+            long low = admin.deleteRecords(Collections.singletonMap(tp, org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(before)))
+                    .lowWatermarks().get(tp).get(60, TimeUnit.SECONDS).lowWatermark();
+            System.out.println("log start " + low);
+        }
+    }
+
+    static void consumeMetrics() {
+        String topic = opt("--topic");
+        int partitions = Integer.parseInt(opt("--partitions"));
+        long count = Long.parseLong(opt("--count"));
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, opt("--bootstrap"));
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-consumer-test-metrics");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            java.util.List<TopicPartition> tps = new java.util.ArrayList<>();
+            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
+            c.assign(tps);
+            long read = 0;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (read < count) {
+                read += c.poll(Duration.ofMillis(200)).count();
+                if (System.nanoTime() > deadline) throw new IllegalStateException("read " + read + " of " + count);
+            }
+            double records = Double.NaN;
+            double bytes = Double.NaN;
+            for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e : c.metrics().entrySet()) {
+                org.apache.kafka.common.MetricName n = e.getKey();
+                if (!n.group().equals("consumer-fetch-manager-metrics") || n.tags().containsKey("topic")) continue;
+                if (n.name().equals("records-consumed-total")) records = ((Number) e.getValue().metricValue()).doubleValue();
+                if (n.name().equals("bytes-consumed-total")) bytes = ((Number) e.getValue().metricValue()).doubleValue();
+            }
+            System.out.println("consumed " + (long) records + " " + (long) bytes);
+        }
     }
 
     static void committed() {

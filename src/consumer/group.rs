@@ -163,6 +163,7 @@ impl Consumer {
         }
         self.group.subscribed = Some(subscribed);
         self.group.listener = listener;
+        self.note_unassigned();
         self.io.poll_clock.polled();
         if self.cfg.enable_auto_commit && self.group.next_auto_commit.is_none() {
             self.group.next_auto_commit = Instant::now().checked_add(self.cfg.auto_commit_interval);
@@ -186,6 +187,7 @@ impl Consumer {
         self.group.subscribed = None;
         self.group.listener = None;
         self.group.fatal = None;
+        self.note_unassigned();
         r
     }
 
@@ -324,7 +326,7 @@ impl Consumer {
     /// Drops the buffered records of `partitions`, which are about to be revoked.
     fn drop_buffered(&mut self, partitions: &[TopicPartition]) {
         let set: std::collections::HashSet<&TopicPartition> = partitions.iter().collect();
-        self.queue.retain(|q| !set.contains(&q.chunk.tp));
+        self.queue.retain(|c| !set.contains(&c.tp));
     }
 
     /// Sends the assignment an assigned callback set up, if the I/O thread does not have it

@@ -10,6 +10,10 @@
 //! 3. Once the I/O thread has stopped (an error or a panic), every call returns a
 //!    [`ErrorKind::Closed`] error that says why.
 //! 4. Calls that change several partitions check them all before changing any.
+//! 5. The figures of [`Consumer::metrics`] that depend on partitions are kept as they
+//!    change, never computed by walking them: every change of a position, end or log start
+//!    recounts that partition's lag and lead, a partition that leaves the assignment stops
+//!    counting, and the queue's record count follows every chunk in and out.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +28,8 @@ use crate::fetch::chunk::Chunk;
 use crate::fetch::fetcher::SeekTo;
 use crate::group::commit::Committed;
 use crate::io::{self, Command, Event, IoHandle};
+use crate::metrics::stats::UserStats;
+use crate::metrics::{Metrics, PartitionMetrics};
 use crate::protocol::api::list_offsets;
 use crate::record::ConsumerRecords;
 use crate::types::{CallId, LeaderEpoch, NodeId, OffsetReset, PositionEpoch, TopicPartition};
@@ -73,44 +79,83 @@ impl OffsetAndMetadata {
 pub type CommitCallback =
     Box<dyn FnOnce(&HashMap<TopicPartition, OffsetAndMetadata>, Result<()>) + Send>;
 
-/// One partition in [`Metrics`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PartitionMetrics {
-    /// The partition.
-    pub partition: TopicPartition,
-    /// The offset of the next record `poll` returns, if known.
-    pub position: Option<i64>,
-    /// The partition's end as of the last fetch: the high watermark, or the last stable
-    /// offset under read_committed.
-    pub end_offset: Option<i64>,
-    /// `end_offset - position`: how far the application is behind.
-    pub lag: Option<i64>,
-    /// Records fetched and waiting to be returned by `poll`.
-    pub buffered_records: usize,
-    /// Whether the partition is paused.
-    pub paused: bool,
-    /// The node id of the broker the last records `poll` returned for this partition came
-    /// from: its leader, or (with `client.rack`, KIP-392) a follower in the consumer's rack
-    /// that the leader named; `None` before the first records.
-    pub fetched_from: Option<i32>,
+#[derive(Debug)]
+struct UserPart {
+    /// Bumped by every seek, resume and (re)assignment; data from an older epoch is stale.
+    epoch: PositionEpoch,
+    /// Offset of the next record `poll` will return; `None` until known.
+    position: Option<i64>,
+    /// Leader epoch of the last record returned (for commits).
+    leader_epoch: Option<i32>,
+    /// Where the position is to come from while it is not known yet.
+    target: SeekTo,
+    paused: bool,
+    /// The position cannot be found without a seek (auto.offset.reset=none): why.
+    stuck: Option<Error>,
+    end_offset: Option<i64>,
+    /// The log start offset as the last fetch answer gave it.
+    log_start: Option<i64>,
+    /// The broker the last records came from.
+    fetched_from: Option<NodeId>,
+    /// The lag and lead this partition counts with in the consumer's [`UserStats`]
+    /// (invariant 5).
+    counted: LagLead,
 }
 
-/// A snapshot of the consumer's buffers, from [`Consumer::metrics`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Metrics {
-    /// Bytes fetched by the I/O thread and not yet released by the application (bounded
-    /// by `fetch.buffer.bytes`, plus at most one response in flight).
-    pub prefetched_bytes: usize,
-    /// Records fetched and waiting to be returned by `poll`.
-    pub buffered_records: usize,
-    /// Whether fetching has stopped because `fetch.buffer.bytes` is used up: the records
-    /// the application still holds (`ConsumerRecords` not yet dropped) and those waiting
-    /// to be returned pin that memory.
-    pub fetch_blocked_by_memory: bool,
-    /// Per assigned partition, sorted.
-    pub partitions: Vec<PartitionMetrics>,
+/// A partition's lag (`end - position`, at least 0) and lead (`position - log start`),
+/// where both ends are known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LagLead {
+    lag: Option<i64>,
+    lead: Option<i64>,
+}
+
+impl UserPart {
+    fn new(epoch: PositionEpoch) -> UserPart {
+        UserPart {
+            epoch,
+            position: None,
+            leader_epoch: None,
+            target: SeekTo::Default,
+            paused: false,
+            stuck: None,
+            fetched_from: None,
+            end_offset: None,
+            log_start: None,
+            counted: LagLead::default(),
+        }
+    }
+
+    fn lag_lead(&self) -> LagLead {
+        LagLead {
+            lag: self
+                .position
+                .zip(self.end_offset)
+                .map(|(pos, end)| (end - pos).max(0)),
+            lead: self
+                .position
+                .zip(self.log_start)
+                .map(|(pos, start)| pos - start),
+        }
+    }
+
+    /// Brings the partition's lag and lead in `stats` up to date after its position or
+    /// ends changed (O(log n) of the distinct values).
+    fn recount(&mut self, stats: &mut UserStats) {
+        let now = self.lag_lead();
+        if now != self.counted {
+            stats.lags.replace(self.counted.lag, now.lag);
+            stats.leads.replace(self.counted.lead, now.lead);
+            self.counted = now;
+        }
+    }
+
+    /// The partition leaves the assignment: it no longer counts.
+    fn uncount(&mut self, stats: &mut UserStats) {
+        stats.lags.replace(self.counted.lag, None);
+        stats.leads.replace(self.counted.lead, None);
+        self.counted = LagLead::default();
+    }
 }
 
 /// A chunk waiting for `poll`.
@@ -133,22 +178,50 @@ struct PendingError {
     before_arrival: u64,
 }
 
-#[derive(Debug)]
-struct UserPart {
-    /// Bumped by every seek, resume and (re)assignment; data from an older epoch is stale.
-    epoch: PositionEpoch,
-    /// Offset of the next record `poll` will return; `None` until known.
-    position: Option<i64>,
-    /// Leader epoch of the last record returned (for commits).
-    leader_epoch: Option<i32>,
-    /// Where the position is to come from while it is not known yet.
-    target: SeekTo,
-    paused: bool,
-    /// The position cannot be found without a seek (auto.offset.reset=none): why.
-    stuck: Option<Error>,
-    end_offset: Option<i64>,
-    /// The broker the last records came from.
-    fetched_from: Option<NodeId>,
+/// The chunks handed over by the I/O thread, in arrival order; and how many records they
+/// hold that `poll` has not returned, kept as they come and go (so [`Consumer::metrics`]
+/// need not walk them).
+#[derive(Default)]
+struct Queue {
+    chunks: VecDeque<Queued>,
+    records: usize,
+    /// The arrival number the next chunk gets.
+    next_arrival: u64,
+}
+
+impl Queue {
+    fn push(&mut self, c: Chunk) {
+        self.records += c.records.len();
+        self.chunks.push_back(Queued {
+            chunk: Arc::new(c),
+            next: 0,
+            arrival: self.next_arrival,
+        });
+        self.next_arrival += 1;
+    }
+
+    /// Keeps the chunks `keep` says yes to.
+    fn retain(&mut self, mut keep: impl FnMut(&Chunk) -> bool) {
+        let records = &mut self.records;
+        self.chunks.retain(|q| {
+            let k = keep(&q.chunk);
+            if !k {
+                *records -= q.chunk.records.len() - q.next;
+            }
+            k
+        });
+    }
+
+    fn pop_front(&mut self) {
+        if let Some(q) = self.chunks.pop_front() {
+            self.records -= q.chunk.records.len() - q.next;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.records = 0;
+    }
 }
 
 /// Interrupts a blocked call of a [`Consumer`] from another thread.
@@ -217,12 +290,11 @@ pub struct Consumer {
     io: IoHandle,
     parts: HashMap<TopicPartition, UserPart>,
     assignment: Vec<TopicPartition>,
-    /// Chunks handed over by the I/O thread, in arrival order.
-    queue: VecDeque<Queued>,
+    queue: Queue,
+    /// What this side counts for [`Consumer::metrics`].
+    stats: UserStats,
     /// Errors for `poll` to return, in arrival order.
     errors: VecDeque<PendingError>,
-    /// The arrival number the next chunk gets.
-    next_arrival: u64,
     wakeup: Arc<AtomicBool>,
     wakeup_tx: Sender<()>,
     wakeup_rx: Receiver<()>,
@@ -267,9 +339,9 @@ impl Consumer {
             io,
             parts: HashMap::new(),
             assignment: Vec::new(),
-            queue: VecDeque::new(),
+            queue: Queue::default(),
+            stats: UserStats::default(),
             errors: VecDeque::new(),
-            next_arrival: 0,
             wakeup: Arc::new(AtomicBool::new(false)),
             wakeup_tx,
             wakeup_rx,
@@ -353,30 +425,32 @@ impl Consumer {
                 return Err(Error::config(format!("invalid partition {tp}")));
             }
         }
-        self.parts.retain(|tp, _| seen.contains(tp));
+        let stats = &mut self.stats;
+        self.parts.retain(|tp, p| {
+            let keep = seen.contains(tp);
+            if !keep {
+                p.uncount(stats);
+            }
+            keep
+        });
         for tp in &wanted {
             if !self.parts.contains_key(tp) {
                 let epoch = self.epoch();
-                self.parts.insert(
-                    tp.clone(),
-                    UserPart {
-                        epoch,
-                        position: None,
-                        leader_epoch: None,
-                        target: SeekTo::Default,
-                        paused: false,
-                        stuck: None,
-                        fetched_from: None,
-                        end_offset: None,
-                    },
-                );
+                self.parts.insert(tp.clone(), UserPart::new(epoch));
             }
         }
-        self.queue.retain(|q| seen.contains(&q.chunk.tp));
+        self.queue.retain(|c| seen.contains(&c.tp));
         self.errors
             .retain(|p| p.error.partition().is_none_or(|tp| seen.contains(tp)));
         self.assignment = wanted;
+        self.note_unassigned();
         Ok(())
+    }
+
+    /// Starts or stops the clock of time without partitions (subscribed, none owned).
+    pub(crate) fn note_unassigned(&mut self) {
+        let unassigned = self.subscribed() && self.assignment.is_empty();
+        self.stats.unassigned.set(unassigned, Instant::now());
     }
 
     /// The assignment as the fetcher takes it: each partition with its position epoch and
@@ -427,7 +501,8 @@ impl Consumer {
         if resume {
             p.paused = false;
         }
-        self.queue.retain(|q| q.chunk.tp != *tp);
+        p.recount(&mut self.stats);
+        self.queue.retain(|c| c.tp != *tp);
         self.errors.retain(|p| p.error.partition() != Some(tp));
         self.send(Command::Seek {
             tp: tp.clone(),
@@ -480,7 +555,7 @@ impl Consumer {
         }
         let set: HashSet<&TopicPartition> = partitions.iter().collect();
         // Buffered data is dropped; resume fetches again from the position.
-        self.queue.retain(|q| !set.contains(&q.chunk.tp));
+        self.queue.retain(|c| !set.contains(&c.tp));
         self.send(Command::Pause(partitions.to_vec()))
     }
 
@@ -599,7 +674,7 @@ impl Consumer {
                 }
             }
             None => {
-                self.queue.retain(|q| q.chunk.tp != tp);
+                self.queue.retain(|c| c.tp != tp);
                 if let Some(p) = self.parts.get_mut(&tp) {
                     p.stuck = Some(error.clone());
                 }
@@ -612,7 +687,7 @@ impl Consumer {
     fn push_error(&mut self, error: Error) {
         self.errors.push_back(PendingError {
             error,
-            before_arrival: self.next_arrival,
+            before_arrival: self.queue.next_arrival,
         });
     }
 
@@ -640,13 +715,9 @@ impl Consumer {
                     if p.epoch == c.epoch && !p.paused {
                         if c.end_offset >= 0 {
                             p.end_offset = Some(c.end_offset);
+                            p.recount(&mut self.stats);
                         }
-                        self.queue.push_back(Queued {
-                            chunk: Arc::new(c),
-                            next: 0,
-                            arrival: self.next_arrival,
-                        });
-                        self.next_arrival += 1;
+                        self.queue.push(c);
                     }
                 }
             }
@@ -654,9 +725,16 @@ impl Consumer {
                 tp,
                 epoch,
                 end_offset,
+                log_start_offset,
             } => {
                 if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
-                    p.end_offset = Some(end_offset);
+                    if end_offset >= 0 {
+                        p.end_offset = Some(end_offset);
+                    }
+                    if log_start_offset >= 0 {
+                        p.log_start = Some(log_start_offset);
+                    }
+                    p.recount(&mut self.stats);
                 }
             }
             Event::Error(e, epoch) => {
@@ -808,19 +886,20 @@ impl Consumer {
     }
 
     /// Takes up to `max.poll.records` records from the front of the queue, dropping stale
-    /// chunks and advancing positions; stops at the first chunk that arrived after a
-    /// waiting error.
+    /// chunks and advancing positions (and counting what it returns, invariant 5); stops
+    /// at the first chunk that arrived after a waiting error.
     fn collect(&mut self) -> ConsumerRecords {
         let max = self.cfg.max_poll_records;
         let barrier = self.errors.front().map(|p| p.before_arrival);
         let mut out = ConsumerRecords::default();
         let mut n = 0;
+        let mut bytes = 0u64;
         while n < max {
             let Some(Queued {
                 chunk,
                 next: idx,
                 arrival,
-            }) = self.queue.front_mut()
+            }) = self.queue.chunks.front_mut()
             else {
                 break;
             };
@@ -846,8 +925,13 @@ impl Consumer {
             let take = (max - n).min(chunk.records.len() - *idx);
             if take > 0 {
                 out.push(Arc::clone(chunk), *idx, *idx + take);
+                bytes += chunk.records[*idx..*idx + take]
+                    .iter()
+                    .map(|r| u64::from(r.size))
+                    .sum::<u64>();
                 *idx += take;
                 n += take;
+                self.queue.records -= take;
                 let last = &chunk.records[*idx - 1];
                 p.position = Some(last.offset + 1);
                 if chunk.source.is_some() {
@@ -855,13 +939,20 @@ impl Consumer {
                 }
                 p.leader_epoch = (last.leader_epoch >= 0).then_some(last.leader_epoch);
             }
-            if *idx == chunk.records.len() {
+            let done = *idx == chunk.records.len();
+            if done {
                 p.position = Some(chunk.next_offset);
                 if let Some(e) = chunk.last_epoch.known() {
                     p.leader_epoch = Some(e);
                 }
+            }
+            p.recount(&mut self.stats);
+            if done {
                 self.queue.pop_front();
             }
+        }
+        if n > 0 {
+            self.stats.consumed(n as u64, bytes, Instant::now());
         }
         out
     }
@@ -887,12 +978,14 @@ impl Consumer {
             self.check_open()?;
             if let Some(q) = self
                 .queue
+                .chunks
                 .iter()
                 .find(|q| q.chunk.tp == *tp && q.chunk.epoch == epoch)
             {
                 let pos = q.chunk.fetch_offset;
                 if let Some(p) = self.parts.get_mut(tp) {
                     p.position = Some(pos);
+                    p.recount(&mut self.stats);
                 }
                 return Ok(pos);
             }
@@ -1191,37 +1284,58 @@ impl Consumer {
             .collect())
     }
 
-    /// A snapshot of the prefetch buffers and of each assigned partition's position, end
-    /// and lag.
-    pub fn metrics(&mut self) -> Metrics {
+    /// A snapshot of the consumer's figures: records and bytes consumed, fetches, commits,
+    /// rebalances, the largest lag and smallest lead, connections and requests per broker,
+    /// the prefetch buffers (see [`Metrics`], and [`Metrics::iter`] for exporters).
+    ///
+    /// Cheap enough to call from the poll loop: no round trip to the I/O thread (it reads
+    /// what the I/O thread has counted, under a short lock), nothing taken from the records
+    /// waiting for `poll`, and O(brokers) whatever the number of partitions. Figures the
+    /// user side keeps (records consumed, lag, lead) are as of the last call into the
+    /// consumer (`poll`, `partition_metrics`, ...).
+    pub fn metrics(&self) -> Metrics {
+        let now = Instant::now();
+        let mut m = Metrics::empty(&self.cfg.client_id);
+        m.prefetched_bytes = self.io.budget.used();
+        m.buffered_records = self.queue.records;
+        m.fetch_blocked_by_memory = self.io.budget.is_starved();
+        m.assigned_partitions = self.assignment.len();
+        self.stats.fill(&mut m, now);
+        self.io.metrics.with(|io| io.fill(&mut m, now));
+        m
+    }
+
+    /// Each assigned partition's position, ends, lag, lead, buffered records and source,
+    /// sorted by partition. O(partitions): for a dashboard of partitions, or a look at a
+    /// few in a test; [`metrics`](Consumer::metrics) has the aggregates. It first takes in
+    /// what the I/O thread has handed over since the last call (without returning any
+    /// record: `poll` still gets them all), so ends and buffered records are current.
+    pub fn partition_metrics(&mut self) -> Vec<PartitionMetrics> {
         self.drain();
         let mut buffered: HashMap<&TopicPartition, usize> = HashMap::new();
-        for q in &self.queue {
+        for q in &self.queue.chunks {
             *buffered.entry(&q.chunk.tp).or_default() += q.chunk.records.len() - q.next;
         }
         let mut partitions: Vec<PartitionMetrics> = self
             .parts
             .iter()
-            .map(|(tp, p)| PartitionMetrics {
-                partition: tp.clone(),
-                position: p.position,
-                end_offset: p.end_offset,
-                lag: p
-                    .position
-                    .zip(p.end_offset)
-                    .map(|(pos, end)| (end - pos).max(0)),
-                buffered_records: buffered.get(tp).copied().unwrap_or(0),
-                paused: p.paused,
-                fetched_from: p.fetched_from.map(|n| n.0),
+            .map(|(tp, p)| {
+                let LagLead { lag, lead } = p.lag_lead();
+                PartitionMetrics {
+                    partition: tp.clone(),
+                    position: p.position,
+                    end_offset: p.end_offset,
+                    log_start_offset: p.log_start,
+                    lag,
+                    lead,
+                    buffered_records: buffered.get(tp).copied().unwrap_or(0),
+                    paused: p.paused,
+                    fetched_from: p.fetched_from.map(|n| n.0),
+                }
             })
             .collect();
         partitions.sort_by(|a, b| a.partition.cmp(&b.partition));
-        Metrics {
-            prefetched_bytes: self.io.budget.used(),
-            buffered_records: buffered.values().sum(),
-            fetch_blocked_by_memory: self.io.budget.is_starved(),
-            partitions,
-        }
+        partitions
     }
 
     /// The partitions of `topic`, from the cluster's metadata. A topic whose metadata the
@@ -1286,6 +1400,7 @@ impl Consumer {
         }
         self.closed = true;
         self.queue.clear();
+        self.note_unassigned();
         // Asynchronous commits under way finish first (their callbacks run here), as in the
         // Java client, within the same timeout.
         loop {
@@ -1326,7 +1441,7 @@ impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
             .field("assignment", &self.assignment)
-            .field("buffered_chunks", &self.queue.len())
+            .field("buffered_chunks", &self.queue.chunks.len())
             .field("closed", &self.closed)
             .finish()
     }

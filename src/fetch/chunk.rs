@@ -44,6 +44,9 @@ pub(crate) struct StoredRecord {
     pub headers_start: u32,
     pub headers_len: u32,
     pub header_count: u32,
+    /// The record's size in its (uncompressed) batch, length prefix included: what
+    /// `bytes-consumed` counts, as in Java.
+    pub size: u32,
     pub timestamp_type: TimestampType,
     /// Whether the ranges point into `Chunk::inflated` (decompressed) or into the frame.
     pub inflated: bool,
@@ -552,6 +555,7 @@ impl<'a> ChunkBuilder<'a> {
         let before = self.records.len();
         let mut it = RecordIter::new(h, buf);
         loop {
+            let start = it.bytes_read();
             let r = match it.next_fast() {
                 Some(r) => r,
                 None => match it.next() {
@@ -572,7 +576,9 @@ impl<'a> ChunkBuilder<'a> {
                 self.charge.grow(STORED_RECORD_BYTES);
                 self.records.reserve_exact(1);
             }
-            self.records.push(stored_record(h, &r, base, in_inflated));
+            let size = (it.bytes_read() - start) as u32;
+            self.records
+                .push(stored_record(h, &r, base, in_inflated, size));
         }
         Ok(())
     }
@@ -634,7 +640,13 @@ impl<'a> ChunkBuilder<'a> {
 
 /// How `r`, a record of the batch `h` whose records section (or decompressed content)
 /// starts at `base`, is stored in the record index.
-fn stored_record(h: &BatchHeader, r: &RecordRef, base: usize, in_inflated: bool) -> StoredRecord {
+fn stored_record(
+    h: &BatchHeader,
+    r: &RecordRef,
+    base: usize,
+    in_inflated: bool,
+    size: u32,
+) -> StoredRecord {
     let (key_start, key_len) = r.key.map_or((0, -1), |(s, l)| (s, l as i32));
     let (value_start, value_len) = r.value.map_or((0, -1), |(s, l)| (s, l as i32));
     StoredRecord {
@@ -648,6 +660,7 @@ fn stored_record(h: &BatchHeader, r: &RecordRef, base: usize, in_inflated: bool)
         headers_start: r.headers.0 + base as u32,
         headers_len: r.headers.1,
         header_count: r.header_count,
+        size,
         timestamp_type: h.timestamp_type(),
         inflated: in_inflated,
     }
@@ -763,6 +776,52 @@ mod tests {
         assert_eq!(values(&c).first(), Some(&(3, "v3".to_owned())));
         assert_eq!(c.records.len(), 7);
         assert_eq!((c.fetch_offset, c.next_offset), (3, 10));
+    }
+
+    #[test]
+    fn each_record_counts_its_bytes_in_its_batch_as_java_counts_them() {
+        use crate::protocol::records::testing::encode_records;
+        use crate::protocol::records::BATCH_HEADER_SIZE;
+        // Length prefix (1) + attributes, timestamp and offset deltas, a null key, "vN",
+        // no headers (8).
+        let set = batch(0, 5, -1, false);
+        let c = run(&set, 0, None).chunk.unwrap();
+        let sizes: Vec<u32> = c.records.iter().map(|r| r.size).collect();
+        assert_eq!(sizes, vec![9; 5]);
+        assert_eq!(
+            sizes.iter().sum::<u32>() as usize,
+            set.len() - BATCH_HEADER_SIZE,
+            "a whole batch counts its records section"
+        );
+        // Trimmed records count for nothing.
+        let c = run(&set, 3, None).chunk.unwrap();
+        assert_eq!(c.records.iter().map(|r| r.size).sum::<u32>(), 18);
+        // A compressed batch counts its records uncompressed.
+        #[cfg(feature = "snappy")]
+        {
+            let values: Vec<String> = (0..50).map(|i| format!("value-{i:04}")).collect();
+            let recs: Vec<RecordSpec<'_>> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as i32, 0, Some(&b"k"[..]), Some(v.as_bytes()), &[][..]))
+                .collect();
+            let section = encode_records(&recs);
+            let compressed = snap::raw::Encoder::new().compress_vec(&section).unwrap();
+            let set = encode_batch(&BatchSpec {
+                attributes: 2,
+                records: &recs,
+                records_section: Some(&compressed),
+                ..BatchSpec::default()
+            });
+            let c = run(&set, 0, None).chunk.unwrap();
+            assert_eq!(c.records.len(), 50);
+            let total: u32 = c.records.iter().map(|r| r.size).sum();
+            assert_eq!(total as usize, section.len());
+            assert!(
+                set.len() - BATCH_HEADER_SIZE < section.len(),
+                "it did compress"
+            );
+        }
     }
 
     #[test]

@@ -118,11 +118,13 @@ pub(crate) enum FetchEvent {
     Chunk(Chunk),
     /// An error for `poll` to return; `epoch` ties a partition error to a position epoch.
     Error(Error, Option<PositionEpoch>),
-    /// A partition's end offset changed (for lag).
+    /// A partition's end offset or log start offset changed (for lag and lead); -1 for
+    /// one the answer did not give.
     End {
         tp: TopicPartition,
         epoch: PositionEpoch,
         end_offset: i64,
+        log_start_offset: i64,
     },
     /// The partition's log was truncated below `fetch_offset`, the position the fetcher
     /// had reached (invariant 7): it diverges from what was read at `divergent` (with that
@@ -183,6 +185,8 @@ struct Part {
     /// against: another one in the metadata makes it validate first (invariant 7).
     leader_seen: Option<(NodeId, LeaderEpoch)>,
     end_offset: i64,
+    /// The log start offset as the last answer gave it (-1 unknown).
+    log_start: i64,
     /// The missing-topic error last reported, so it is reported once.
     missing: Option<ErrorCode>,
 }
@@ -202,6 +206,7 @@ impl Part {
             replica: None,
             leader_seen: None,
             end_offset: -1,
+            log_start: -1,
             missing: None,
         }
     }
@@ -317,17 +322,27 @@ impl ApplyPartition<'_, '_> {
         }
     }
 
-    /// A partition's answer without error: its end offset (an event when it changed), then
-    /// either a preferred read replica to fetch from instead, or its records.
+    /// A partition's answer without error: its end and log start offsets (an event when
+    /// one changed), then either a preferred read replica to fetch from instead, or its
+    /// records.
     fn data(&mut self, cluster: &Cluster) {
         let (part, now) = (self.part, self.answer.now);
         let end = end_offset_in(self.cfg, part.data);
-        if end >= 0 && end != self.p.end_offset {
-            self.p.end_offset = end;
+        let log_start = part.data.log_start_offset;
+        let end_moved = end >= 0 && end != self.p.end_offset;
+        let start_moved = log_start >= 0 && log_start != self.p.log_start;
+        if end_moved || start_moved {
+            if end >= 0 {
+                self.p.end_offset = end;
+            }
+            if log_start >= 0 {
+                self.p.log_start = log_start;
+            }
             self.events.push_back(FetchEvent::End {
                 tp: part.tp.clone(),
                 epoch: part.epoch,
                 end_offset: end,
+                log_start_offset: log_start,
             });
         }
         let preferred = part.data.preferred_read_replica;

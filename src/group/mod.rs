@@ -49,7 +49,9 @@ use self::classic::{ClassicConfig, ClassicMember};
 use self::commit::{CommitConfig, CommitEvent, Commits, Committed, CommittedResult, FoundPosition};
 use self::coordinator::Coordinator;
 use self::kip848::{Kip848Config, Kip848Member};
-use self::member::{CallbackKind, CallbackToken, Member, MemberEvent, Subscription};
+use self::member::{
+    CallbackKind, CallbackToken, Member, MemberEvent, RebalancePhase, Subscription,
+};
 
 /// A partition the fetcher is to read, with its position epoch and where to start.
 pub(crate) type Assigned = (TopicPartition, PositionEpoch, SeekTo);
@@ -147,6 +149,8 @@ pub(crate) enum GroupEvent {
     },
     /// A problem of the commits' for `poll`.
     CommitError(Error),
+    /// The member's rebalance reached `phase` at `at` (for the metrics).
+    Rebalance { phase: RebalancePhase, at: Instant },
 }
 
 /// The consumer group: coordinator, member and commits.
@@ -226,7 +230,7 @@ impl Group {
             } => self.commits.fetch(id, partitions, deadline),
             GroupCommand::FetchPositions(partitions) => self.commits.fetch_positions(partitions),
         }
-        self.collect_events(cluster);
+        self.collect_events(now, cluster);
     }
 
     /// Starts (or changes) the membership; a member that stopped for good is replaced.
@@ -335,7 +339,7 @@ impl Group {
         if t.is_none() {
             t = self.coordinator.poll_transmit(now, links, cluster);
         }
-        self.collect_events(cluster);
+        self.collect_events(now, cluster);
         t
     }
 
@@ -377,7 +381,7 @@ impl Group {
             ),
             _ => {}
         }
-        self.collect_events(cluster);
+        self.collect_events(now, cluster);
     }
 
     /// A request of the group's got no answer.
@@ -401,7 +405,7 @@ impl Group {
             }
             _ => {}
         }
-        self.collect_events(cluster);
+        self.collect_events(now, cluster);
     }
 
     /// A link could not be opened: if it was to the coordinator, look for it again (it may
@@ -419,7 +423,7 @@ impl Group {
             m.user_polled(last_poll);
             m.handle_timeout(now, cluster);
         }
-        self.collect_events(cluster);
+        self.collect_events(now, cluster);
     }
 
     /// The next instant the group has something to do.
@@ -443,7 +447,7 @@ impl Group {
 
     /// Turns what the member and the commits said into the group's events, and carries out
     /// what concerns the group alone (the commits' identity).
-    fn collect_events(&mut self, cluster: &mut Cluster) {
+    fn collect_events(&mut self, now: Instant, cluster: &mut Cluster) {
         while let Some(e) = self.member.as_mut().and_then(|m| m.poll_event()) {
             let event = match e {
                 MemberEvent::Callback {
@@ -467,6 +471,7 @@ impl Group {
                     GroupEvent::Identity(id)
                 }
                 MemberEvent::Error { error, fatal } => GroupEvent::Error { error, fatal },
+                MemberEvent::Rebalance(phase) => GroupEvent::Rebalance { phase, at: now },
                 MemberEvent::Left => {
                     if self.subscription.is_none() {
                         // Out of the group for good: the cluster stops tracking its topics.

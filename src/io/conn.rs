@@ -27,11 +27,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
+use super::handle::SharedMetrics;
 use super::secure::{as_user_error, reauth_after, user_error, Reauth, Security, Transport};
 use crate::buffer::{FrameBuf, Pool};
 use crate::error::ErrorKind;
@@ -72,6 +74,8 @@ pub struct InFlight {
     pub version: ApiVersion,
     /// When it times out.
     pub deadline: Instant,
+    /// When it was queued (its latency runs from then, as in Java).
+    pub sent_at: Instant,
     /// Whose answer it is; `None` for the connection's own ApiVersions.
     pub tag: Option<Tag>,
 }
@@ -118,10 +122,13 @@ pub struct Conn {
     frame_len: usize,
     pool: Pool,
     client_id: String,
+    /// Requests and answers are counted here, under the route's broker.
+    metrics: Arc<SharedMetrics>,
 }
 
 impl Conn {
     /// A connection waiting for resolver job `job` to give the addresses of `host`.
+    #[allow(clippy::too_many_arguments)]
     pub fn resolving(
         route: Route,
         host: &str,
@@ -129,6 +136,7 @@ impl Conn {
         job: u64,
         client_id: &str,
         pool: Pool,
+        metrics: Arc<SharedMetrics>,
         now: Instant,
     ) -> Conn {
         Conn {
@@ -157,6 +165,7 @@ impl Conn {
             frame_len: 0,
             pool,
             client_id: client_id.to_owned(),
+            metrics,
         }
     }
 
@@ -273,6 +282,7 @@ impl Conn {
             api_key: t.api_key,
             version: t.version,
             deadline: self.step_started,
+            sent_at: self.step_started,
             tag: Some(t.tag),
         });
         let mut failed: Vec<InFlight> = self.in_flight.drain().map(|(_, f)| f).collect();
@@ -297,10 +307,11 @@ impl Conn {
             t.flexible,
             &t.body,
             Some(t.tag),
-            now + t.timeout,
+            (now, now + t.timeout),
         );
     }
 
+    /// Queues a request, sent at `at.0` and due by `at.1`.
     fn queue(
         &mut self,
         api_key: i16,
@@ -308,7 +319,7 @@ impl Conn {
         flexible: bool,
         body: &[u8],
         tag: Option<Tag>,
-        deadline: Instant,
+        (sent_at, deadline): (Instant, Instant),
     ) {
         let corr = self.next_correlation;
         self.next_correlation = corr.next();
@@ -326,6 +337,8 @@ impl Conn {
             corr.0,
             frame.len()
         );
+        self.metrics
+            .with(|m| m.request_sent(self.route, frame.len(), sent_at));
         self.out.push_back(frame);
         self.in_flight.insert(
             corr.0,
@@ -333,6 +346,7 @@ impl Conn {
                 api_key,
                 version,
                 deadline,
+                sent_at,
                 tag,
             },
         );
@@ -398,7 +412,7 @@ impl Conn {
             }
             self.state = ConnState::Negotiating;
             self.step_started = at.now;
-            self.send_api_versions(at.deadline);
+            self.send_api_versions(at);
         }
         if writable || !self.out.is_empty() {
             self.flush()?;
@@ -413,7 +427,7 @@ impl Conn {
         self.update_interest(registry)
     }
 
-    fn send_api_versions(&mut self, deadline: Instant) {
+    fn send_api_versions(&mut self, at: At<'_>) {
         let v = self.api_versions_version;
         let req = ApiVersionsRequest {
             client_software_name: "kafka-consumer-rs".into(),
@@ -428,7 +442,7 @@ impl Conn {
             t.flexible,
             &w.into_inner(),
             None,
-            deadline,
+            (at.now, at.deadline),
         );
     }
 
@@ -438,7 +452,7 @@ impl Conn {
         &mut self,
         body: &[u8],
         version: ApiVersion,
-        deadline: Instant,
+        at: At<'_>,
     ) -> io::Result<Option<Versions>> {
         match decode_response::<ApiVersionsRequest>(body, version.get()) {
             Ok(resp) if resp.error_code == 0 => {
@@ -461,7 +475,7 @@ impl Conn {
                 match api_versions::fallback_version(body) {
                     Some(v) if v < version.get() && v >= 0 => {
                         self.api_versions_version = ApiVersion(v);
-                        self.send_api_versions(deadline);
+                        self.send_api_versions(at);
                         Ok(None)
                     }
                     _ => Err(io::Error::other(format!(
@@ -683,10 +697,15 @@ impl Conn {
             in_flight.api_key,
             body.len()
         );
+        let latency = at.now.saturating_duration_since(in_flight.sent_at);
+        // The frame and its 4-byte size, as the bytes read off the socket.
+        let bytes = body.len() + 4;
+        self.metrics
+            .with(|m| m.response_received(self.route, bytes, latency, at.now));
         match in_flight.tag {
             Some(_) => out.push(Outcome::Response { in_flight, body }),
             None if in_flight.api_key == ApiVersionsRequest::KEY => {
-                if let Some(v) = self.handle_api_versions(&body, in_flight.version, at.deadline)? {
+                if let Some(v) = self.handle_api_versions(&body, in_flight.version, at)? {
                     if at.security.uses_sasl() {
                         self.versions = Some(v);
                         self.state = ConnState::Authenticating;
@@ -726,20 +745,20 @@ impl Conn {
                 "authentication"
             }
         );
-        self.queue_sasl(&req, at.deadline);
+        self.queue_sasl(&req, at);
         self.auth = Some(auth);
         Ok(())
     }
 
     /// Queues one of the authenticator's requests (the connection's own: no tag).
-    fn queue_sasl(&mut self, req: &SaslRequest, deadline: Instant) {
+    fn queue_sasl(&mut self, req: &SaslRequest, at: At<'_>) {
         self.queue(
             req.api_key,
             req.version,
             req.flexible,
             &req.body,
             None,
-            deadline,
+            (at.now, at.deadline),
         );
     }
 
@@ -763,7 +782,7 @@ impl Conn {
         };
         let mechanism = auth.mechanism();
         match auth.handle_response(body) {
-            Ok(Step::Send(req)) => self.queue_sasl(&req, at.deadline),
+            Ok(Step::Send(req)) => self.queue_sasl(&req, at),
             Ok(Step::Done { session_lifetime }) => {
                 self.auth = None;
                 self.reauth.due_at = session_lifetime.map(|l| at.now + reauth_after(l, jitter()));

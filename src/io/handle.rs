@@ -21,6 +21,7 @@ use crate::fetch::fetcher::SeekTo;
 use crate::fetch::lookup::LookupResult;
 use crate::group::commit::{Committed, CommittedResult};
 use crate::group::member::{CallbackKind, CallbackToken, Subscription};
+use crate::metrics::stats::IoStats;
 use crate::types::{CallId, Identity, LeaderEpoch, PositionEpoch, TopicPartition};
 
 /// What the user side asks of the I/O thread.
@@ -96,11 +97,13 @@ pub(crate) enum Event {
     Chunk(Chunk),
     /// An error for `poll` to return. `epoch` ties a partition error to a position epoch.
     Error(Error, Option<PositionEpoch>),
-    /// A partition's end offset changed (for lag).
+    /// A partition's end offset or log start offset changed (for lag and lead); -1 for
+    /// one not known.
     End {
         tp: TopicPartition,
         epoch: PositionEpoch,
         end_offset: i64,
+        log_start_offset: i64,
     },
     /// The partition's log was truncated below what the fetcher had read (KIP-320); the
     /// fetcher stopped the partition until a seek. `divergent`: where the log diverges and
@@ -189,12 +192,30 @@ impl TopicCache {
     }
 }
 
+/// The I/O thread's metrics ([`IoStats`]), shared with the user side: the I/O thread
+/// records into them where it does the work anyway (a request queued, an answer read, a
+/// connection ready or closed, a rebalance step), and `Consumer::metrics` reads them,
+/// without a round trip. Each hold of the lock is short: O(log brokers) to record, O(brokers)
+/// to read.
+#[derive(Default)]
+pub(crate) struct SharedMetrics {
+    stats: Mutex<IoStats>,
+}
+
+impl SharedMetrics {
+    /// Runs `f` on the figures, under the lock.
+    pub fn with<R>(&self, f: impl FnOnce(&mut IoStats) -> R) -> R {
+        f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// Handle to the running I/O thread.
 pub(crate) struct IoHandle {
     pub events: Receiver<Event>,
     pub budget: Arc<Budget>,
     pub poll_clock: Arc<PollClock>,
     pub topics: Arc<TopicCache>,
+    pub metrics: Arc<SharedMetrics>,
     commands: Sender<Command>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
@@ -259,6 +280,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let poll_clock = Arc::new(PollClock::new());
     let topics = Arc::new(TopicCache::default());
+    let metrics = Arc::new(SharedMetrics::default());
     let token_provider = match (cfg.security_protocol.uses_sasl(), cfg.sasl.mechanism) {
         (true, Some(crate::security::SaslMechanism::OAuthBearer)) => cfg.token_provider(),
         _ => None,
@@ -272,6 +294,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         Arc::clone(&budget),
         Arc::clone(&poll_clock),
         Arc::clone(&topics),
+        Arc::clone(&metrics),
     )?;
     let thread = std::thread::Builder::new()
         .name("kafka-consumer".into())
@@ -313,6 +336,7 @@ pub(crate) fn spawn(cfg: ConsumerConfig) -> Result<IoHandle> {
         budget,
         poll_clock,
         topics,
+        metrics,
         waker,
         thread: Some(thread),
         done: done_rx,

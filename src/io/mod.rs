@@ -44,7 +44,9 @@ use crossbeam_channel::{Receiver, Sender};
 use mio::{Events, Poll, Token, Waker};
 
 use self::conn::InFlight;
-pub(crate) use self::handle::{spawn, Command, Event, IoHandle, PollClock, TopicCache};
+pub(crate) use self::handle::{
+    spawn, Command, Event, IoHandle, PollClock, SharedMetrics, TopicCache,
+};
 use self::net::{Net, NetEvent, NetSettings};
 use self::setup::Components;
 use self::user::Replies;
@@ -57,6 +59,9 @@ use crate::fetch::fetcher::Fetcher;
 use crate::fetch::lookup::Lookups;
 use crate::group::{Group, GroupCommand};
 use crate::link::{Failure, Links, Owner, Peer, Route, Tag, Transmit};
+use crate::protocol::api::fetch::FetchRequest;
+use crate::protocol::api::offset_commit::OffsetCommitRequest;
+use crate::protocol::api::Api;
 use crate::types::MetadataGeneration;
 
 const WAKER: Token = Token(0);
@@ -78,6 +83,8 @@ struct IoLoop {
     /// last published there.
     topic_cache: Arc<TopicCache>,
     published: Option<MetadataGeneration>,
+    /// The figures `Consumer::metrics` reads.
+    metrics: Arc<SharedMetrics>,
     /// The last connection error reported to the user (see `report_security_error`).
     last_security_error: Option<String>,
 }
@@ -93,6 +100,7 @@ impl IoLoop {
         budget: Arc<Budget>,
         poll_clock: Arc<PollClock>,
         topic_cache: Arc<TopicCache>,
+        metrics: Arc<SharedMetrics>,
     ) -> Result<IoLoop> {
         let bootstrap = cfg
             .bootstrap
@@ -116,6 +124,7 @@ impl IoLoop {
                 request_timeout: cfg.request_timeout,
                 setup_timeout: cfg.connection_setup_timeout,
                 security,
+                metrics: Arc::clone(&metrics),
             },
         );
         Ok(IoLoop {
@@ -136,6 +145,7 @@ impl IoLoop {
             poll_clock,
             topic_cache,
             published: None,
+            metrics,
             last_security_error: None,
         })
     }
@@ -331,6 +341,16 @@ impl IoLoop {
         let Some(Tag { owner, id }) = f.tag else {
             return;
         };
+        let latency = now.saturating_duration_since(f.sent_at);
+        match (owner, f.api_key) {
+            (Owner::Fetcher, FetchRequest::KEY) => {
+                self.metrics.with(|m| m.fetch_answered(latency, now))
+            }
+            (Owner::Commits, OffsetCommitRequest::KEY) => {
+                self.metrics.with(|m| m.commit_answered(latency, now))
+            }
+            _ => {}
+        }
         match owner {
             Owner::Cluster => {
                 self.cluster

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Token, Waker};
 
 use super::conn::{At, Conn, ConnState, InFlight, Outcome};
+use super::handle::SharedMetrics;
 use super::resolve::Resolver;
 use super::secure::{as_user_error, Security};
 use crate::buffer::{FrameBuf, Pool};
@@ -61,6 +62,8 @@ pub(crate) struct Net {
     setup_timeout: Duration,
     waker_token: Token,
     security: Security,
+    /// Requests, answers and connection states are counted here.
+    metrics: Arc<SharedMetrics>,
 }
 
 /// What every connection of one consumer shares.
@@ -71,6 +74,7 @@ pub(crate) struct NetSettings {
     /// `socket.connection.setup.timeout.ms`.
     pub setup_timeout: Duration,
     pub security: Security,
+    pub metrics: Arc<SharedMetrics>,
 }
 
 impl Net {
@@ -87,6 +91,7 @@ impl Net {
             request_timeout,
             setup_timeout,
             security,
+            metrics,
         } = settings;
         Net {
             poll,
@@ -101,6 +106,7 @@ impl Net {
             setup_timeout,
             waker_token,
             security,
+            metrics,
         }
     }
 
@@ -175,7 +181,10 @@ impl Net {
         // Answers that arrived before an error are handed on before the close.
         for o in outcomes {
             out.push(match o {
-                Outcome::Ready(versions) => NetEvent::Ready(route, versions),
+                Outcome::Ready(versions) => {
+                    self.metrics.with(|m| m.connected(route));
+                    NetEvent::Ready(route, versions)
+                }
                 Outcome::Response { in_flight, body } => NetEvent::Response(route, in_flight, body),
             });
         }
@@ -197,6 +206,7 @@ impl Net {
             self.tokens.remove(&old.token);
             let _ = old.close(self.poll.registry());
         }
+        self.metrics.with(|m| m.connecting(route));
         let job = self.resolver.submit(host, port);
         let token = Token(self.next_token);
         self.next_token += 1;
@@ -211,6 +221,7 @@ impl Net {
                 job,
                 &self.client_id,
                 self.pool.clone(),
+                Arc::clone(&self.metrics),
                 now,
             ),
         );
@@ -289,6 +300,7 @@ impl Net {
         let Some(mut conn) = self.conns.remove(&route) else {
             return;
         };
+        self.metrics.with(|m| m.closed(route));
         self.tokens.remove(&conn.token);
         let failed: Vec<Tag> = conn
             .close(self.poll.registry())

@@ -261,6 +261,7 @@ impl IoLoop {
             GroupEvent::CommitError(e) => {
                 let _ = self.ev_tx.send(Event::Error(e, None));
             }
+            GroupEvent::Rebalance { phase, at } => self.metrics.with(|m| m.rebalance(phase, at)),
         }
     }
 
@@ -276,10 +277,12 @@ impl IoLoop {
                     tp,
                     epoch,
                     end_offset,
+                    log_start_offset,
                 } => Event::End {
                     tp,
                     epoch,
                     end_offset,
+                    log_start_offset,
                 },
                 FetchEvent::Truncated {
                     tp,

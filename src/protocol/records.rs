@@ -1255,6 +1255,13 @@ impl<'a> RecordIter<'a> {
         self.remaining
     }
 
+    /// Bytes of the records section read so far: the records yielded, each with its length
+    /// prefix (so the difference across one `next` is that record's size in the batch, as
+    /// Java's `Record.sizeInBytes`).
+    pub fn bytes_read(&self) -> usize {
+        self.pos
+    }
+
     /// The next record if it is well formed, without building an error value; `None` when
     /// the records are exhausted or the next one needs the careful path: call
     /// [`Iterator::next`] then, which says exactly what is wrong.

@@ -198,6 +198,7 @@ impl ClassicMember {
                 self.member_id = MemberId::new(resp.member_id);
                 self.generation = GenerationId::UNKNOWN;
                 self.core.set_identity(self.reset_identity());
+                self.joining_with_given_id = true;
                 self.retry_join(now, true, "need to re-join with the given member id");
             }
             ErrorCode::UNKNOWN_MEMBER_ID => {

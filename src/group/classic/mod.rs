@@ -87,7 +87,7 @@ use crate::group::assignor::{rebalance_protocol, Assignor, MemberSubscription, R
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
     coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
-    MemberState, Subscription,
+    MemberState, RebalancePhase, Subscription,
 };
 use crate::link::{Failure, Lane, Links, Route, Transmit};
 use crate::protocol::api::heartbeat::HeartbeatRequest;
@@ -238,6 +238,24 @@ impl MemberState for State {
     }
 }
 
+impl Kind {
+    /// What the edge `from` → `to` means for the rebalance metrics: a JoinGroup starts a
+    /// rebalance (as in Java, one under way goes on), the SyncGroup answer with the
+    /// assignment completes it, and going back to join (an error answer, a reset),
+    /// leaving or stopping in between fails it.
+    fn rebalance_phase(from: Kind, to: Kind) -> Option<RebalancePhase> {
+        use Kind::*;
+        match (from, to) {
+            (_, AwaitJoin) => Some(RebalancePhase::Started),
+            (AwaitSync, AwaitCallback) => Some(RebalancePhase::Completed),
+            (AwaitJoin | AwaitMetadata | AwaitSync, NeedJoin | Unsubscribed | Fatal) => {
+                Some(RebalancePhase::Failed)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One member of a classic-protocol consumer group.
 pub(crate) struct ClassicMember {
     cfg: ClassicConfig,
@@ -281,6 +299,9 @@ pub(crate) struct ClassicMember {
     session_alive: Option<Instant>,
     /// The leader's: what its assignment used of the metadata, per topic.
     assignment_snapshot: Option<BTreeMap<String, TopicSnapshot>>,
+    /// The JoinGroup was answered MEMBER_ID_REQUIRED: joining again with the given id is
+    /// the join's second step, not a failed rebalance (for the metrics).
+    joining_with_given_id: bool,
 }
 
 impl Member for ClassicMember {
@@ -610,6 +631,7 @@ impl ClassicMember {
             heartbeat_retry: Retry::default(),
             session_alive: None,
             assignment_snapshot: None,
+            joining_with_given_id: false,
         }
     }
 
@@ -970,11 +992,18 @@ impl ClassicMember {
 
     /// The one way the state changes: checked against the diagram (an illegal transition
     /// is fatal) and logged with the member id and generation.
+    /// The rebalance metrics hear what the edge means ([`Kind::rebalance_phase`]).
     fn transition(&mut self, to: State, why: &str) {
         let who = format!("member {:?} generation {}", self.member_id, self.generation);
+        let (from, to_kind) = (self.state.kind(), to.kind());
         if let Err(error) = self.core.transition(&mut self.state, to, &who, why) {
             self.fatal(error);
+            return;
         }
+        let second_step = std::mem::take(&mut self.joining_with_given_id);
+        let phase = Kind::rebalance_phase(from, to_kind)
+            .filter(|p| !(second_step && *p == RebalancePhase::Failed));
+        self.core.rebalance(phase);
     }
 }
 

@@ -16,6 +16,8 @@ use crate::group::member::MemberEvent;
 use crate::group::sim::classic::{reply, GroupState, Held, SimGroup};
 use crate::group::sim::{self as sim_rig, Answer, RigMember, COORD};
 use crate::link::{Lane, Versions};
+use crate::metrics::stats::IoStats;
+use crate::metrics::Metrics;
 use crate::protocol::api::heartbeat::HeartbeatResponse;
 use crate::protocol::api::join_group::JoinGroupResponse;
 use crate::protocol::api::leave_group::LeaveGroupResponse;
@@ -2037,4 +2039,48 @@ fn join_group_carries_the_rack_the_instance_id_and_a_truncated_reason() {
     assert_eq!(sub.rack_id.as_deref(), Some("rack-1"));
     // cooperative-sticky and range together are eager: no owned partitions in the join.
     assert_eq!(m.protocol, RebalanceProtocol::Eager);
+}
+
+// ----- rebalance metrics ----------------------------------------------------------------
+
+#[test]
+fn a_first_join_is_one_rebalance_from_its_join_group_to_the_sync_group_answer() {
+    use RebalancePhase::*;
+    let mut r = Rig::new(&[("t", 3)]);
+    r.add(config(range()));
+    r.c(0).answer_delay = ms(40);
+    r.subscribe(0, &["t"]);
+    r.run_until(secs(5), Rig::all_stable);
+    let c = &r.clients[0];
+    let phases: Vec<RebalancePhase> = c.rebalances.iter().map(|(_, p)| *p).collect();
+    // MEMBER_ID_REQUIRED and the JoinGroup again with the given id are one join, not a
+    // failed rebalance (the second start goes on with the first).
+    assert_eq!(phases, vec![Started, Started, Completed]);
+    let mut stats = IoStats::default();
+    for (at, phase) in &c.rebalances {
+        stats.rebalance(*phase, *at);
+    }
+    let mut m = Metrics::empty("c");
+    stats.fill(&mut m, r.now());
+    assert_eq!((m.rebalance_total, m.failed_rebalance_total), (1, 0));
+    // Two JoinGroups and a SyncGroup, answered 40 ms each.
+    assert_eq!(m.rebalance_latency_max, Some(ms(120)));
+}
+
+#[test]
+fn an_error_answer_to_join_group_fails_the_rebalance_and_the_retry_starts_another() {
+    use RebalancePhase::*;
+    let mut r = stable_member(range());
+    let before = r.clients[0].rebalances.len();
+    let j = rebalance(&mut r);
+    r.answer_error(0, &j, ErrorCode::REBALANCE_IN_PROGRESS);
+    let j2 = r.next_request(0, JoinGroupRequest::KEY, secs(2));
+    r.pass(0, &j2);
+    let s = r.next_request(0, SyncGroupRequest::KEY, Duration::ZERO);
+    r.pass(0, &s);
+    let phases: Vec<RebalancePhase> = r.clients[0].rebalances[before..]
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+    assert_eq!(phases, vec![Started, Failed, Started, Completed]);
 }

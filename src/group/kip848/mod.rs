@@ -84,7 +84,7 @@ use crate::error::Error;
 use crate::group::coordinator::Coordinator;
 use crate::group::member::{
     coordinator_link, Awaited, CallbackKind, CallbackToken, LeavePoll, Member, MemberCore,
-    MemberState, Subscription,
+    MemberState, RebalancePhase, Subscription,
 };
 use crate::link::{Failure, Lane, Links, Transmit};
 use crate::protocol::api::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
@@ -160,6 +160,23 @@ pub(crate) enum Kind {
     Leaving,
     Stale,
     Fatal,
+}
+
+impl Kind {
+    /// What the edge `from` → `to` means for the rebalance metrics, as Java's
+    /// `AbstractMembershipManager` counts it: entering Reconciling starts a rebalance,
+    /// leaving it for Acknowledging or Stable completes it, and leaving it any other way
+    /// (fenced, leaving, fatal) fails it.
+    fn rebalance_phase(from: Kind, to: Kind) -> Option<RebalancePhase> {
+        use Kind::*;
+        match (from, to) {
+            (Reconciling, Acknowledging | Stable) => Some(RebalancePhase::Completed),
+            (Reconciling, Reconciling) => None,
+            (Reconciling, _) => Some(RebalancePhase::Failed),
+            (_, Reconciling) => Some(RebalancePhase::Started),
+            _ => None,
+        }
+    }
 }
 
 impl State {
@@ -803,14 +820,18 @@ impl Kip848Member {
     /// The one way the state changes: checked against the diagram (an illegal transition
     /// is fatal) and logged with the member id and epoch. A transition to the state the
     /// member is in changes nothing (it keeps the state's data).
+    /// The rebalance metrics hear what the edge means ([`Kind::rebalance_phase`]).
     fn transition(&mut self, to: State, why: &str) {
-        if self.state.kind() == to.kind() {
+        let (from, to_kind) = (self.state.kind(), to.kind());
+        if from == to_kind {
             return;
         }
         let who = format!("member {} epoch {}", self.member_id, self.epoch);
         if let Err(error) = self.core.transition(&mut self.state, to, &who, why) {
             self.fatal(error);
+            return;
         }
+        self.core.rebalance(Kind::rebalance_phase(from, to_kind));
     }
 }
 

@@ -2137,3 +2137,41 @@ fn leaving_after_rejoining_while_the_old_leave_is_in_flight_leaves_and_can_subsc
     r.run_until(secs(10), Rig::all_stable);
     assert_eq!(r.clients[0].owned(), set(tps("t", &[0, 1, 2])));
 }
+
+// ----- rebalance metrics ----------------------------------------------------------------
+
+#[test]
+fn a_rebalance_runs_from_the_new_target_until_it_is_reconciled() {
+    use RebalancePhase::*;
+    let mut r = Rig::new(&[("t", 3)]);
+    r.add(config());
+    r.c(0).callback_delay = None;
+    r.subscribe(0, &["t"]);
+    r.run_until(secs(5), |r| r.clients[0].state() == Kind::Reconciling);
+    let started = r.now();
+    // The application takes a second over on_partitions_assigned.
+    r.run_for(secs(1));
+    r.finish_callback(0);
+    r.run_until(secs(5), Rig::all_stable);
+    assert_eq!(
+        r.clients[0].rebalances,
+        vec![(started, Started), (started + secs(1), Completed)]
+    );
+}
+
+#[test]
+fn a_member_fenced_while_reconciling_fails_its_rebalance() {
+    use RebalancePhase::*;
+    let mut r = stable_member();
+    r.c(0).callback_delay = None;
+    let before = r.clients[0].rebalances.len();
+    let h = r.next_request(0, secs(6));
+    r.answer(0, &h, &ok(2, Some(vec![wire(&r, "t", &[0])])));
+    let h = r.next_request(0, secs(6));
+    r.answer_error(0, &h, ErrorCode::FENCED_MEMBER_EPOCH);
+    let phases: Vec<RebalancePhase> = r.clients[0].rebalances[before..]
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+    assert_eq!(phases, vec![Started, Failed]);
+}

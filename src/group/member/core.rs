@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind};
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{CallbackKind, CallbackToken, MemberEvent};
+use crate::group::member::{CallbackKind, CallbackToken, MemberEvent, RebalancePhase};
 use crate::link::{Failure, Lane, Links, Owner, Route, Tag, Transmit};
 use crate::protocol::api::Api;
 use crate::protocol::error_code::ErrorCode;
@@ -344,6 +344,13 @@ impl MemberCore {
         );
         *state = to;
         Ok(())
+    }
+
+    /// A rebalance reached `phase` (a transition of the member's says so).
+    pub fn rebalance(&mut self, phase: Option<RebalancePhase>) {
+        if let Some(phase) = phase {
+            self.events.push_back(MemberEvent::Rebalance(phase));
+        }
     }
 
     /// A leave needs no request: it is done at once.

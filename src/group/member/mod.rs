@@ -118,6 +118,19 @@ impl fmt::Display for CallbackKind {
     }
 }
 
+/// Where the member is in a rebalance, for the metrics (`src/metrics/stats.rs`). Each
+/// protocol's member says which of its transitions start, complete and abandon one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RebalancePhase {
+    /// A rebalance began (one already under way goes on).
+    Started,
+    /// The member got its new assignment.
+    Completed,
+    /// The rebalance under way ended without an assignment (an error answer, fenced,
+    /// leaving).
+    Failed,
+}
+
 /// What the member has to tell the rest of the consumer.
 #[derive(Debug)]
 pub(crate) enum MemberEvent {
@@ -137,4 +150,6 @@ pub(crate) enum MemberEvent {
     /// A leave asked for with `leave` is done (its LeaveGroup answered, failed, or not
     /// needed).
     Left,
+    /// A rebalance reached this phase (for the metrics only).
+    Rebalance(RebalancePhase),
 }

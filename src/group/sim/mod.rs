@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::group::coordinator::Coordinator;
-use crate::group::member::{CallbackKind, CallbackToken, Member, MemberEvent, Subscription};
+use crate::group::member::{
+    CallbackKind, CallbackToken, Member, MemberEvent, RebalancePhase, Subscription,
+};
 use crate::link::{Failure, Lane, Peer, Route, Transmit, Versions};
 use crate::protocol::error_code::ErrorCode;
 use crate::sim::{self, cluster_config, Clock, Net, SimBroker};
@@ -117,6 +119,8 @@ pub(crate) struct Client<M: RigMember<G>, G: SimCoordinator> {
     pub errors: Vec<(Error, bool)>,
     pub identities: Vec<Identity>,
     pub lefts: usize,
+    /// Rebalance phases the member reported, with when.
+    pub rebalances: Vec<(Instant, RebalancePhase)>,
     /// How long the user thread takes to answer a callback (`None`: the test answers).
     pub callback_delay: Option<Duration>,
     /// Whether the application calls poll.
@@ -220,6 +224,7 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
             errors: Vec::new(),
             identities: Vec::new(),
             lefts: 0,
+            rebalances: Vec::new(),
             callback_delay: Some(Duration::ZERO),
             polling: true,
             intercept: false,
@@ -577,6 +582,7 @@ impl<M: RigMember<G>, G: SimCoordinator> Rig<M, G> {
                 MemberEvent::Identity(id) => c.identities.push(id),
                 MemberEvent::Error { error, fatal } => c.errors.push((error, fatal)),
                 MemberEvent::Left => c.lefts += 1,
+                MemberEvent::Rebalance(phase) => c.rebalances.push((now, phase)),
             }
         }
         any
