@@ -27,7 +27,9 @@
 //                                      the revoked partitions in onPartitionsRevoked
 //   --auto-offset-reset earliest|latest|none   (default: the Java client's, latest)
 //   --commit-every-ms N                also commitSync of the consumed offsets of the owned
-//                                      partitions every N ms, after the records were printed
+//                                      partitions every N ms, after the records were printed;
+//                                      a commit refused for a rebalance (classic) prints
+//                                      "warn MESSAGE" and the member goes on
 //   --format lines|json                lines (default): the lines below; json: the JSON lines
 //                                      below
 //   --prop KEY=VALUE                   a consumer property, set after (so overriding) all of
@@ -60,7 +62,7 @@
 // "parts":["T-P",...]} (at the same moments as the lines above); {"ev":"records","tp":"T-P",
 // "ranges":[[FIRST,LAST],...],"n":N} (one per partition and poll: the offsets returned, as
 // runs of consecutive offsets, and how many); {"ev":"committed","offsets":{"T-P":OFFSET,...}};
-// {"ev":"error","msg":"..."}; {"ev":"left"}.
+// {"ev":"warn"|"error","msg":"..."}; {"ev":"left"}.
 //
 // Commands on stdin, one per line:
 //   pause-poll MS   do not call poll for MS milliseconds (to exceed max.poll.interval.ms)
@@ -87,6 +89,7 @@ import java.util.TreeMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.regex.Pattern;
 
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -95,6 +98,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class GroupMember {
@@ -410,7 +414,16 @@ public class GroupMember {
                 lastCommit = System.nanoTime();
                 Map<TopicPartition, Long> offsets = new HashMap<>(consumed);
                 offsets.keySet().retainAll(consumer.assignment());
-                if (!offsets.isEmpty()) commit(offsets);
+                if (!offsets.isEmpty()) {
+                    try {
+                        commit(offsets);
+                    } catch (RebalanceInProgressException | CommitFailedException e) {
+                        // The classic protocol refuses commits during a rebalance: the
+                        // revoke callback commits what is given up, the next round the rest.
+                        if (json) outJson("warn", ",\"msg\":" + quoted(String.valueOf(e)));
+                        else out("warn " + String.valueOf(e).replace('\n', ' '));
+                    }
+                }
             }
             String cmd;
             while ((cmd = commands.poll()) != null) {
