@@ -42,7 +42,9 @@
 //! "parts":["T-P",...]}` (at the same moments as the lines above); `{"ev":"records",
 //! "tp":"T-P","ranges":[[FIRST,LAST],...],"n":N}` (one per partition and `poll`: the offsets
 //! returned, as runs of consecutive offsets, and how many); `{"ev":"committed",
-//! "offsets":{"T-P":OFFSET,...}}`; `{"ev":"warn"|"error","msg":"..."}`; `{"ev":"left"}`.
+//! "offsets":{"T-P":OFFSET,...}}`; `{"ev":"warn"|"error","msg":"..."}` (also a `warn` when
+//! the commit in `on_partitions_revoked` fails, which the plain format only logs);
+//! `{"ev":"left"}`.
 //!
 //! Commands on stdin, one per line: `pause-poll MS` (do not poll for MS milliseconds),
 //! `commit` (`commit_sync` of what was consumed), `close` (close, print `left`, exit 0);
@@ -235,6 +237,7 @@ impl RebalanceListener for Reporter {
             if !offsets.is_empty() {
                 match consumer.commit_offsets_sync(&offsets) {
                     Ok(()) => committed(&offsets),
+                    Err(e) if json() => message("warn", &format!("commit on revoke failed: {e}")),
                     Err(e) => log::warn!("commit on revoke failed: {e}"),
                 }
             }

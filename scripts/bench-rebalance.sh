@@ -3,7 +3,7 @@
 # consumer group that changes while a producer writes (benches/rebalance.py; method in
 # benches/README.md). Run through scripts/bench.sh:
 #
-#   bash scripts/bench.sh --rebalance           full: 7 contenders x 3 interleaved runs
+#   bash scripts/bench.sh --rebalance           full: 7 contenders x 5 interleaved runs
 #                                               (ours eager/cooperative-sticky/consumer,
 #                                               Java and librdkafka cooperative-sticky/consumer),
 #                                               32 partitions; results in benches/results/
@@ -15,7 +15,7 @@
 #                                               failed; about a minute
 #
 # Environment:
-#   BENCH_RUNS         runs per contender (default 3; smoke: 1)
+#   BENCH_RUNS         runs per contender (default 5; smoke: 1)
 #   BENCH_CONTENDERS   comma-separated subset of ours-eager,ours-cooperative,ours-consumer,
 #                      java-cooperative,java-consumer,rdkafka-cooperative,rdkafka-consumer
 #   BENCH_NOTE         a note for the report (e.g. on the machine's load)
@@ -56,7 +56,7 @@ if (( SMOKE )); then
   EXTRA=(--smoke --partitions "${REBALANCE_PARTITIONS:-8}" --rate "${REBALANCE_RATE:-200}" --settle 2)
 else
   OUT=benches/results
-  RUNS="${BENCH_RUNS:-3}"
+  RUNS="${BENCH_RUNS:-5}"
   CONTENDERS="${BENCH_CONTENDERS:-ours-eager,ours-cooperative,ours-consumer,java-cooperative,java-consumer,rdkafka-cooperative,rdkafka-consumer}"
   EXTRA=(--partitions "${REBALANCE_PARTITIONS:-32}" --rate "${REBALANCE_RATE:-640}")
 fi

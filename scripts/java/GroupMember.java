@@ -28,8 +28,8 @@
 //   --auto-offset-reset earliest|latest|none   (default: the Java client's, latest)
 //   --commit-every-ms N                also commitSync of the consumed offsets of the owned
 //                                      partitions every N ms, after the records were printed;
-//                                      a commit refused for a rebalance (classic) prints
-//                                      "warn MESSAGE" and the member goes on
+//                                      a failed one (e.g. refused during a classic rebalance)
+//                                      prints "warn MESSAGE" and the member goes on
 //   --format lines|json                lines (default): the lines below; json: the JSON lines
 //                                      below
 //   --prop KEY=VALUE                   a consumer property, set after (so overriding) all of
@@ -89,7 +89,6 @@ import java.util.TreeMap;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.regex.Pattern;
 
-import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -97,8 +96,8 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class GroupMember {
@@ -417,9 +416,10 @@ public class GroupMember {
                 if (!offsets.isEmpty()) {
                     try {
                         commit(offsets);
-                    } catch (RebalanceInProgressException | CommitFailedException e) {
-                        // The classic protocol refuses commits during a rebalance: the
-                        // revoke callback commits what is given up, the next round the rest.
+                    } catch (KafkaException e) {
+                        // E.g. the classic protocol refuses commits during a rebalance
+                        // (RebalanceInProgressException): the revoke callback commits what is
+                        // given up, the next round the rest.
                         if (json) outJson("warn", ",\"msg\":" + quoted(String.valueOf(e)));
                         else out("warn " + String.valueOf(e).replace('\n', ' '));
                     }
