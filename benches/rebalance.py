@@ -26,7 +26,10 @@ lines, the producer's acknowledgements and the moments of close and kill:
 - longest delivery gap of the partitions that kept their owner (the same member before the
   step and after convergence, revoked in between or not): the longest time between two
   deliveries of such a partition by that member, from its last delivery before the step to
-  its first delivery after convergence;
+  its first delivery after convergence; and the longest stall of those partitions: the
+  same, counted only while a record was waiting (from the later of the previous delivery and
+  the next delivered record's timestamp, CreateTime on this machine's clock, to its
+  delivery), so that a pause of the producer or the machine does not count;
 - duplicates: (partition, offset) pairs delivered more than once, over all members, counted
   in the step during which the repeat delivery happened; for "kill", also how many of them
   the killed member had delivered after its last commit of that partition (expected: it
@@ -507,14 +510,15 @@ def intervals(run):
 
 
 def deliveries(run):
-    """{(member, partition): [ms, ...]} and {(partition, offset): [(ms, member), ...]}."""
+    """{(member, partition): [(ms, first record's timestamp), ...]} and
+    {(partition, offset): [(ms, member), ...]}."""
     by_mp, by_rec = {}, {}
     for i, m in enumerate(run["members"]):
         for e in m["events"]:
             if e["ev"] != "records":
                 continue
             p = tp_partition(e["tp"])
-            by_mp.setdefault((i, p), []).append(e["t"])
+            by_mp.setdefault((i, p), []).append((e["t"], e.get("ts", -1)))
             for a, b in e["ranges"]:
                 for o in range(a, b + 1):
                     by_rec.setdefault((p, o), []).append((e["t"], i))
@@ -546,13 +550,13 @@ def analyse(run, partitions):
                 break
             i, _, start, _ = own[0]
             final[p] = i
-            first = next((t for t in by_mp.get((i, p), []) if t >= max(start, e)), None)
+            first = next((t for t, _ in by_mp.get((i, p), []) if t >= max(start, e)), None)
             if first is None:
                 conv = None
                 break
             ready_at[p] = first
             conv = max(conv, first - e)
-        kept, gap, gap_p = 0, None, None
+        kept, gap, gap_p, stall, stall_p = 0, None, None, None, None
         if conv is not None:
             for p, i in final.items():
                 before = owner_at(p, e - 0.001) if step != "start" else []
@@ -560,18 +564,26 @@ def analyse(run, partitions):
                     continue
                 kept += 1
                 ts = by_mp.get((i, p), [])
-                prev = [t for t in ts if t < e]
-                span = [t for t in ts if e <= t <= e + conv]
-                after = [t for t in ts if t > e + conv][:1]
+                prev = [d for d in ts if d[0] < e]
+                span = [d for d in ts if e <= d[0] <= e + conv]
+                after = [d for d in ts if d[0] > e + conv][:1]
                 seq = prev[-1:] + span + after
-                for a, b in zip(seq, seq[1:]):
+                for (a, _), (b, b_ts) in zip(seq, seq[1:]):
                     if gap is None or b - a > gap:
                         gap, gap_p = b - a, p
+                    # Records waiting: from when the next delivered record existed (its
+                    # timestamp, CreateTime on the producer's clock, this machine's) or the
+                    # previous delivery, whichever is later, to its delivery.
+                    waited = b - max(a, b_ts) if b_ts >= 0 else b - a
+                    if stall is None or waited > stall:
+                        stall, stall_p = waited, p
         results[step] = {"at_ms": e, "stable_ms": w,
                          "convergence_ms": None if conv is None else round(conv),
                          "kept": kept if conv is not None else None,
                          "max_gap_ms": None if gap is None else round(gap),
-                         "max_gap_partition": gap_p, "duplicates": 0}
+                         "max_gap_partition": gap_p,
+                         "max_stall_ms": None if stall is None else round(max(stall, 0)),
+                         "max_stall_partition": stall_p, "duplicates": 0}
     # Duplicates, by the step during which the repeat came.
     starts = sorted((steps[s]["at_ms"], s) for s in STEPS if s in steps)
     killed = next((i for i, m in enumerate(run["members"]) if m["killed_ms"]), None)
@@ -626,7 +638,7 @@ def timeline(run):
     return {
         "t0_ms": t0, "end_ms": run["end_ms"],
         "intervals": [[i, p, round(s - t0), round(e - t0)] for i, p, s, e in intervals(run)],
-        "delivered": [[i, p, sorted({int((t - t0) // BUCKET_MS) for t in ts if t >= t0})]
+        "delivered": [[i, p, sorted({int((t - t0) // BUCKET_MS) for t, _ in ts if t >= t0})]
                       for (i, p), ts in sorted(by_mp.items())],
         "repeated": sorted([p, b] for p, b in rep),
     }
@@ -673,6 +685,7 @@ def stats(data):
             out[c][step] = {
                 "convergence": summary([x["convergence_ms"] for x in a]),
                 "gap": summary([x["max_gap_ms"] for x in a]),
+                "stall": summary([x.get("max_stall_ms") for x in a]),
                 "kept": summary([x["kept"] for x in a]),
                 "duplicates": summary([x["duplicates"] for x in a]),
                 "dups_uncommitted": summary([x.get("duplicates_uncommitted_by_killed")
@@ -697,20 +710,21 @@ def report_tables(data, contenders, st):
         lines.append(f"### {STEP_TITLES[step]}")
         lines.append("")
         kill = step == "kill"
-        lines.append("| contender | convergence ms | longest gap ms, kept partitions (kept) | "
+        lines.append("| contender | convergence ms | kept partitions: longest delivery gap ms | "
+                     "kept: longest stall ms (records waiting) | "
                      "duplicates" + (" (uncommitted by the killed member)" if kill else "")
                      + " | converged / runs |")
-        lines.append("|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|")
         for c in contenders:
             s = st[c][step]
             kept = s["kept"]
             kept_txt = "–" if kept is None else (f"{kept['median']:.0f}" if kept["min"] == kept["max"]
                                                  else f"{kept['min']:.0f}–{kept['max']:.0f}")
-            gap = fmt(s["gap"]) + f" ({kept_txt})" if s["gap"] else f"– ({kept_txt})"
+            gap = (fmt(s["gap"]) + f" ({kept_txt} kept)") if s["gap"] else f"– ({kept_txt} kept)"
             dups = fmt(s["duplicates"])
             if kill and s["dups_uncommitted"]:
                 dups += f" ({fmt(s['dups_uncommitted'])})"
-            lines.append(f"| {c} | {fmt(s['convergence'])} | {gap} | {dups} | "
+            lines.append(f"| {c} | {fmt(s['convergence'])} | {gap} | {fmt(s['stall'])} | {dups} | "
                          f"{s['converged']} / {st[c]['runs']} |")
         lines.append("")
     lines.append("### Convergence, ours / peer on the same protocol (medians; < 1: ours faster)")

@@ -40,8 +40,9 @@
 //! time in milliseconds since the Unix epoch (when the callback ran, or when `poll` returned
 //! the records), and `ev`: `{"ev":"ready"}`; `{"ev":"assigned"|"revoked"|"lost","gen":GEN,
 //! "parts":["T-P",...]}` (at the same moments as the lines above); `{"ev":"records",
-//! "tp":"T-P","ranges":[[FIRST,LAST],...],"n":N}` (one per partition and `poll`: the offsets
-//! returned, as runs of consecutive offsets, and how many); `{"ev":"committed",
+//! "tp":"T-P","ranges":[[FIRST,LAST],...],"n":N,"ts":TS}` (one per partition and `poll`: the
+//! offsets returned, as runs of consecutive offsets, how many, and the first one's record
+//! timestamp); `{"ev":"committed",
 //! "offsets":{"T-P":OFFSET,...}}`; `{"ev":"warn"|"error","msg":"..."}` (also a `warn` when
 //! the commit in `on_partitions_revoked` fails, which the plain format only logs);
 //! `{"ev":"left"}`.
@@ -166,8 +167,10 @@ fn committed(offsets: &HashMap<TopicPartition, OffsetAndMetadata>) {
 fn records_json(records: &ConsumerRecords) {
     let mut order: Vec<String> = Vec::new();
     let mut runs: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
+    let mut first_ts: HashMap<String, i64> = HashMap::new();
     for r in records {
         let tp = format!("{}-{}", r.topic(), r.partition());
+        first_ts.entry(tp.clone()).or_insert(r.timestamp());
         let list = runs.entry(tp.clone()).or_insert_with(|| {
             order.push(tp);
             Vec::new()
@@ -185,9 +188,10 @@ fn records_json(records: &ConsumerRecords) {
         let ranges: Vec<String> = list.iter().map(|(a, b)| format!("[{a},{b}]")).collect();
         let _ = writeln!(
             stdout,
-            "{{\"t\":{t},\"ev\":\"records\",\"tp\":{},\"ranges\":[{}],\"n\":{n}}}",
+            "{{\"t\":{t},\"ev\":\"records\",\"tp\":{},\"ranges\":[{}],\"n\":{n},\"ts\":{}}}",
             quoted(&tp),
-            ranges.join(",")
+            ranges.join(","),
+            first_ts[&tp]
         );
     }
     let _ = stdout.flush();

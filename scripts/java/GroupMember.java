@@ -60,8 +60,8 @@
 // time in milliseconds since the Unix epoch (when the callback ran, or when poll returned the
 // records), and "ev": {"ev":"ready"}; {"ev":"assigned"|"revoked"|"lost","gen":GEN,
 // "parts":["T-P",...]} (at the same moments as the lines above); {"ev":"records","tp":"T-P",
-// "ranges":[[FIRST,LAST],...],"n":N} (one per partition and poll: the offsets returned, as
-// runs of consecutive offsets, and how many); {"ev":"committed","offsets":{"T-P":OFFSET,...}};
+// "ranges":[[FIRST,LAST],...],"n":N,"ts":TS} (one per partition and poll: the offsets
+// returned, as runs of consecutive offsets, how many, and the first one's record timestamp); {"ev":"committed","offsets":{"T-P":OFFSET,...}};
 // {"ev":"warn"|"error","msg":"..."}; {"ev":"left"}.
 //
 // Commands on stdin, one per line:
@@ -209,7 +209,8 @@ public class GroupMember {
             if (lines.length() > 0) lines.append('\n');
             lines.append("{\"t\":").append(t).append(",\"ev\":\"records\",\"tp\":")
                     .append(quoted(tp.topic() + "-" + tp.partition())).append(",\"ranges\":[")
-                    .append(ranges).append("],\"n\":").append(n).append('}');
+                    .append(ranges).append("],\"n\":").append(n).append(",\"ts\":")
+                    .append(records.records(tp).get(0).timestamp()).append('}');
         }
         if (lines.length() > 0) out(lines.toString());
     }

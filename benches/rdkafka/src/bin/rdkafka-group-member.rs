@@ -26,9 +26,10 @@
 //! after the assignment is applied (librdkafka does not expose the generation: -1);
 //! `{"ev":"revoked",...}` after the commit, before the partitions are unassigned;
 //! `{"ev":"lost",...}` (a revocation with `rd_kafka_assignment_lost`);
-//! `{"ev":"records","tp":"T-P","ranges":[[FIRST,LAST],...],"n":N}` per partition and
-//! batch (what one blocking `poll` and the `poll(0)` calls right after it returned, at
-//! most 500 records, timed at the blocking `poll`'s return); `{"ev":"committed",
+//! `{"ev":"records","tp":"T-P","ranges":[[FIRST,LAST],...],"n":N,"ts":TS}` per partition
+//! and batch (what one blocking `poll` and the `poll(0)` calls right after it returned, at
+//! most 500 records, timed at the blocking `poll`'s return; TS: the first record's
+//! timestamp, -1 if it has none); `{"ev":"committed",
 //! "offsets":{"T-P":O,...}}`; `{"ev":"warn"|"error","msg":"..."}`; `{"ev":"left"}` after
 //! the consumer closed (`rd_kafka_consumer_close_queue`, its queue served until closed:
 //! the revocation runs then).
@@ -176,11 +177,13 @@ fn commit(
 struct Batch {
     order: Vec<(String, i32)>,
     runs: HashMap<(String, i32), Vec<(i64, i64)>>,
+    first_ts: HashMap<(String, i32), i64>,
 }
 
 impl Batch {
-    fn add(&mut self, topic: &str, partition: i32, offset: i64) {
+    fn add(&mut self, topic: &str, partition: i32, offset: i64, timestamp: i64) {
         let key = (topic.to_owned(), partition);
+        self.first_ts.entry(key.clone()).or_insert(timestamp);
         let list = self.runs.entry(key.clone()).or_insert_with(|| {
             self.order.push(key);
             Vec::new()
@@ -199,9 +202,10 @@ impl Batch {
             let ranges: Vec<String> = list.iter().map(|(a, b)| format!("[{a},{b}]")).collect();
             let _ = writeln!(
                 stdout,
-                "{{\"t\":{t},\"ev\":\"records\",\"tp\":{},\"ranges\":[{}],\"n\":{n}}}",
+                "{{\"t\":{t},\"ev\":\"records\",\"tp\":{},\"ranges\":[{}],\"n\":{n},\"ts\":{}}}",
                 quoted(&format!("{}-{}", key.0, key.1)),
-                ranges.join(",")
+                ranges.join(","),
+                self.first_ts[key]
             );
         }
         let _ = stdout.flush();
@@ -333,7 +337,8 @@ fn run() -> AnyResult<()> {
                         t = now_ms();
                     }
                     count += 1;
-                    batch.add(m.topic(), m.partition(), m.offset());
+                    let ts = m.timestamp().to_millis().unwrap_or(-1);
+                    batch.add(m.topic(), m.partition(), m.offset(), ts);
                     consumer
                         .context()
                         .consumed
