@@ -59,6 +59,9 @@ import time
 from html import escape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The Java programs log WARN and above to stderr (by default log4j2 writes to stdout, where
+# the members' JSON lines go).
+JAVA_LOG = f"-Dlog4j2.configurationFile={ROOT}/scripts/kafka/log4j2-tools.properties"
 
 # The classic contenders' session and heartbeat: the broker's consumer-protocol settings
 # (scripts/broker.sh: group.consumer.session.timeout.ms=6000, heartbeat 500 ms), so every
@@ -227,7 +230,7 @@ class Producer:
         self.error = None
         self.first_ack = threading.Event()
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-cp", f"{args.java_classes}:{args.libs}/*", "SeqProducer",
+            ["java", "-Xmx256m", JAVA_LOG, "-cp", f"{args.java_classes}:{args.libs}/*", "SeqProducer",
              "--bootstrap", args.bootstrap, "--topic", topic, "--partitions", str(args.partitions),
              "--rate", str(args.rate), "--acks", "all"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -279,7 +282,7 @@ def member_argv(kind, protocol, assignor, group, topic, args, binaries):
         return [binaries["ours"], *common, "--on-error", "continue",
                 "--set", f"fetch.max.wait.ms={FETCH_MAX_WAIT_MS}", "--set", "fetch.min.bytes=1"]
     if kind == "java":
-        return ["java", "-Xmx512m", "-cp", f"{args.java_classes}:{args.libs}/*", "GroupMember",
+        return ["java", "-Xmx512m", JAVA_LOG, "-cp", f"{args.java_classes}:{args.libs}/*", "GroupMember",
                 *common, "--prop", f"fetch.max.wait.ms={FETCH_MAX_WAIT_MS}",
                 "--prop", "fetch.min.bytes=1"]
     return [binaries["rdkafka"], *common, "--set", f"fetch.wait.max.ms={FETCH_MAX_WAIT_MS}",
@@ -908,7 +911,7 @@ def private_copy(src, tmpdir, name):
 
 
 def create_topics(args, topics):
-    p = subprocess.run(["java", "-cp", f"{args.java_classes}:{args.libs}/*", "TestAdmin",
+    p = subprocess.run(["java", JAVA_LOG, "-cp", f"{args.java_classes}:{args.libs}/*", "TestAdmin",
                         "create-topics", "--bootstrap", args.bootstrap, "--topics",
                         ",".join(topics), "--partitions", str(args.partitions)],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
