@@ -8,7 +8,7 @@
 #                                               Java and librdkafka cooperative-sticky/consumer),
 #                                               32 partitions; results in benches/results/
 #                                               (rebalance.md, rebalance.json,
-#                                               rebalance-<contender>.svg); about 20 minutes
+#                                               rebalance-<contender>.svg); about 16 minutes
 #   bash scripts/bench.sh --rebalance --smoke   ours only (cooperative-sticky and consumer),
 #                                               one run each, 8 partitions; results in
 #                                               target/bench-smoke/; exits non-zero if a run
