@@ -21,7 +21,8 @@
 //! offsets in `on_partitions_revoked`); `--auto-offset-reset earliest|latest|none`
 //! (default `latest`); `--auto-commit true|false` (default false: this member commits in
 //! its listener and on `commit`); `--commit-every-ms N` (also `commit_sync` of what was
-//! consumed every N ms, after the records were printed); `--on-error exit|continue`
+//! consumed every N ms, after the records were printed); `--format lines|json` (default
+//! `lines`: the lines below; `json`: the JSON lines below); `--on-error exit|continue`
 //! (default `exit`: an error from `poll` or a commit ends the member; `continue` prints it
 //! as a `warn` line and goes on, as an application that rides out faults does); `--set
 //! KEY=VALUE` (any other property).
@@ -34,6 +35,18 @@
 //! for a null value); `committed TOPIC-PARTITION=OFFSET,...`; `warn MESSAGE` (with
 //! `--on-error continue`); `left`; `error MESSAGE` (exit 1).
 //!
+//! With `--format json` (the rebalance benchmark, `benches/rebalance.py`, whose Java and
+//! librdkafka members print the same), one JSON object a line, each with `t`, the wall-clock
+//! time in milliseconds since the Unix epoch (when the callback ran, or when `poll` returned
+//! the records), and `ev`: `{"ev":"ready"}`; `{"ev":"assigned"|"revoked"|"lost","gen":GEN,
+//! "parts":["T-P",...]}` (at the same moments as the lines above); `{"ev":"records",
+//! "tp":"T-P","ranges":[[FIRST,LAST],...],"n":N,"ts":TS}` (one per partition and `poll`: the
+//! offsets returned, as runs of consecutive offsets, how many, and the first one's record
+//! timestamp); `{"ev":"committed",
+//! "offsets":{"T-P":OFFSET,...}}`; `{"ev":"warn"|"error","msg":"..."}` (also a `warn` when
+//! the commit in `on_partitions_revoked` fails, which the plain format only logs);
+//! `{"ev":"left"}`.
+//!
 //! Commands on stdin, one per line: `pause-poll MS` (do not poll for MS milliseconds),
 //! `commit` (`commit_sync` of what was consumed), `close` (close, print `left`, exit 0);
 //! end of input is `close`.
@@ -41,20 +54,25 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_consumer::{
-    Consumer, ConsumerConfig, OffsetAndMetadata, RebalanceListener, TopicPartition,
+    Consumer, ConsumerConfig, ConsumerRecords, OffsetAndMetadata, RebalanceListener, TopicPartition,
 };
+
+/// `--format json`: JSON lines instead of the plain ones (set once, before any output).
+static JSON: OnceLock<bool> = OnceLock::new();
+
+fn json() -> bool {
+    JSON.get().copied().unwrap_or(false)
+}
 
 fn main() {
     let code = match run() {
         Ok(()) => 0,
         Err(e) => {
-            out(&format!(
-                "error {}",
-                e.to_string().replace(['\n', '\r'], " ")
-            ));
+            message("error", &e.to_string());
             1
         }
     };
@@ -64,6 +82,118 @@ fn main() {
 fn out(line: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// Milliseconds since the Unix epoch: the clock every member of the benchmark shares.
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// `{"t":NOW,"ev":EV<rest>}` (`rest` starts with a comma, or is empty).
+fn out_json(ev: &str, rest: &str) {
+    out(&format!("{{\"t\":{},\"ev\":\"{ev}\"{rest}}}", now_ms()));
+}
+
+/// A JSON string literal.
+fn quoted(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if (c as u32) < 0x20 => q.push_str(&format!("\\u{:04x}", c as u32)),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// A line without data: `ready`, `left`.
+fn plain(word: &str) {
+    if json() {
+        out_json(word, "");
+    } else {
+        out(word);
+    }
+}
+
+/// A `warn` or `error` line.
+fn message(word: &str, msg: &str) {
+    if json() {
+        out_json(word, &format!(",\"msg\":{}", quoted(msg)));
+    } else {
+        out(&format!("{word} {}", msg.replace(['\n', '\r'], " ")));
+    }
+}
+
+/// An `assigned`, `revoked` or `lost` line.
+fn ownership(word: &str, generation: i32, list: &[TopicPartition]) {
+    if json() {
+        let mut v: Vec<&TopicPartition> = list.iter().collect();
+        v.sort();
+        let quoted: Vec<String> = v.iter().map(|tp| quoted(&tp.to_string())).collect();
+        out_json(
+            word,
+            &format!(",\"gen\":{generation},\"parts\":[{}]", quoted.join(",")),
+        );
+    } else {
+        out(&format!("{word} {generation} {}", parts(list)));
+    }
+}
+
+/// The `committed` line.
+fn committed(offsets: &HashMap<TopicPartition, OffsetAndMetadata>) {
+    if json() {
+        let mut v: Vec<(&TopicPartition, i64)> =
+            offsets.iter().map(|(tp, o)| (tp, o.offset)).collect();
+        v.sort();
+        let list: Vec<String> = v
+            .iter()
+            .map(|(tp, o)| format!("{}:{o}", quoted(&tp.to_string())))
+            .collect();
+        out_json("committed", &format!(",\"offsets\":{{{}}}", list.join(",")));
+    } else {
+        out(&offsets_line(offsets));
+    }
+}
+
+/// `{"ev":"records"}` lines for what one `poll` returned: per partition, in the order
+/// first seen, the offsets as runs of consecutive offsets.
+fn records_json(records: &ConsumerRecords) {
+    let mut order: Vec<String> = Vec::new();
+    let mut runs: HashMap<String, Vec<(i64, i64)>> = HashMap::new();
+    let mut first_ts: HashMap<String, i64> = HashMap::new();
+    for r in records {
+        let tp = format!("{}-{}", r.topic(), r.partition());
+        first_ts.entry(tp.clone()).or_insert(r.timestamp());
+        let list = runs.entry(tp.clone()).or_insert_with(|| {
+            order.push(tp);
+            Vec::new()
+        });
+        match list.last_mut() {
+            Some((_, last)) if *last + 1 == r.offset() => *last = r.offset(),
+            _ => list.push((r.offset(), r.offset())),
+        }
+    }
+    let t = now_ms();
+    let mut stdout = std::io::stdout().lock();
+    for tp in order {
+        let list = &runs[&tp];
+        let n: i64 = list.iter().map(|(a, b)| b - a + 1).sum();
+        let ranges: Vec<String> = list.iter().map(|(a, b)| format!("[{a},{b}]")).collect();
+        let _ = writeln!(
+            stdout,
+            "{{\"t\":{t},\"ev\":\"records\",\"tp\":{},\"ranges\":[{}],\"n\":{n},\"ts\":{}}}",
+            quoted(&tp),
+            ranges.join(","),
+            first_ts[&tp]
+        );
+    }
     let _ = stdout.flush();
 }
 
@@ -110,23 +240,21 @@ impl RebalanceListener for Reporter {
                 .collect();
             if !offsets.is_empty() {
                 match consumer.commit_offsets_sync(&offsets) {
-                    Ok(()) => out(&offsets_line(&offsets)),
+                    Ok(()) => committed(&offsets),
+                    Err(e) if json() => message("warn", &format!("commit on revoke failed: {e}")),
                     Err(e) => log::warn!("commit on revoke failed: {e}"),
                 }
             }
         }
-        let g = Self::generation(consumer);
-        out(&format!("revoked {g} {}", parts(partitions)));
+        ownership("revoked", Self::generation(consumer), partitions);
     }
 
     fn on_partitions_assigned(&mut self, consumer: &mut Consumer, partitions: &[TopicPartition]) {
-        let g = Self::generation(consumer);
-        out(&format!("assigned {g} {}", parts(partitions)));
+        ownership("assigned", Self::generation(consumer), partitions);
     }
 
     fn on_partitions_lost(&mut self, consumer: &mut Consumer, partitions: &[TopicPartition]) {
-        let g = Self::generation(consumer);
-        out(&format!("lost {g} {}", parts(partitions)));
+        ownership("lost", Self::generation(consumer), partitions);
     }
 }
 
@@ -166,7 +294,7 @@ fn run() -> AnyResult<()> {
             opts.insert(k.clone(), v.clone());
         }
     }
-    const KNOWN: [&str; 16] = [
+    const KNOWN: [&str; 17] = [
         "--bootstrap",
         "--group",
         "--topics",
@@ -183,10 +311,18 @@ fn run() -> AnyResult<()> {
         "--auto-commit",
         "--commit-every-ms",
         "--on-error",
+        "--format",
     ];
     if let Some(k) = opts.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(format!("unknown option {k}").into());
     }
+    let json_format = match opts.get("--format").map(String::as_str) {
+        None | Some("lines") => false,
+        Some("json") => true,
+        Some(v) => return Err(format!("bad --format {v}: lines or json").into()),
+    };
+    JSON.set(json_format)
+        .expect("the format is set once, before any output");
     let need = |k: &str| {
         opts.get(k)
             .cloned()
@@ -231,10 +367,7 @@ fn run() -> AnyResult<()> {
     let check = |r: kafka_consumer::Result<()>| -> AnyResult<()> {
         match r {
             Err(e) if keep_going => {
-                out(&format!(
-                    "warn {}",
-                    e.to_string().replace(['\n', '\r'], " ")
-                ));
+                message("warn", &e.to_string());
                 Ok(())
             }
             r => Ok(r?),
@@ -251,7 +384,7 @@ fn run() -> AnyResult<()> {
         (None, Some(pattern)) => consumer.subscribe_regex_with_listener(pattern, listener)?,
         _ => return Err("one of --topics and --pattern is required".into()),
     }
-    out("ready");
+    plain("ready");
     let commands = stdin_lines();
     let mut paused_until: Option<Instant> = None;
     loop {
@@ -267,7 +400,7 @@ fn run() -> AnyResult<()> {
                         let offsets = consumer.consumed_offsets();
                         let r = consumer.commit_offsets_sync(&offsets);
                         if r.is_ok() {
-                            out(&offsets_line(&offsets));
+                            committed(&offsets);
                         }
                         check(r)?;
                     }
@@ -292,22 +425,12 @@ fn run() -> AnyResult<()> {
                 continue;
             }
         };
-        for r in &records {
-            let value = r.value().map(String::from_utf8_lossy);
-            match value {
-                Some(v) => out(&format!(
-                    "record {} {} {} {v}",
-                    r.topic(),
-                    r.partition(),
-                    r.offset()
-                )),
-                None => out(&format!(
-                    "record {} {} {}",
-                    r.topic(),
-                    r.partition(),
-                    r.offset()
-                )),
+        if json() {
+            if !records.is_empty() {
+                records_json(&records);
             }
+        } else {
+            print_records(&records);
         }
         if commit_every.is_some_and(|every| last_commit.elapsed() >= every) {
             last_commit = Instant::now();
@@ -315,13 +438,34 @@ fn run() -> AnyResult<()> {
             if !offsets.is_empty() {
                 let r = consumer.commit_offsets_sync(&offsets);
                 if r.is_ok() {
-                    out(&offsets_line(&offsets));
+                    committed(&offsets);
                 }
                 check(r)?;
             }
         }
     }
     consumer.close()?;
-    out("left");
+    plain("left");
     Ok(())
+}
+
+/// The `record` lines of what one `poll` returned.
+fn print_records(records: &ConsumerRecords) {
+    for r in records {
+        let value = r.value().map(String::from_utf8_lossy);
+        match value {
+            Some(v) => out(&format!(
+                "record {} {} {} {v}",
+                r.topic(),
+                r.partition(),
+                r.offset()
+            )),
+            None => out(&format!(
+                "record {} {} {}",
+                r.topic(),
+                r.partition(),
+                r.offset()
+            )),
+        }
+    }
 }

@@ -12,6 +12,9 @@
 #   bash scripts/bench.sh --tls      TLS mode: 2 datasets (100 B none, 1 KiB lz4) x 5
 #                                    contenders x {PLAINTEXT, SSL} x 3 runs; results in
 #                                    benches/results/ (tls.json, TLS section of README.md)
+#   bash scripts/bench.sh --rebalance [--smoke]
+#                                    rebalances side by side (scripts/bench-rebalance.sh has
+#                                    the details): results in benches/results/rebalance.*
 #
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
@@ -27,6 +30,11 @@
 # restarts. It is left running at the end only if it was already running before.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ "${1:-}" == --rebalance ]]; then
+  shift
+  exec bash scripts/bench-rebalance.sh "$@"
+fi
 
 SMOKE=0
 TLS=0

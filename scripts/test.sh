@@ -2,8 +2,9 @@
 # Runs every test on a fresh machine: assembles and starts the local Kafka broker
 # (scripts/broker.sh; needs Java 17 and Maven reaching Maven Central) and the 3-node
 # cluster of the failover tests (scripts/cluster.sh), then the unit, integration and doc
-# tests against them, then the benchmark smoke test (scripts/bench.sh --smoke, on its own
-# broker). Stops the test broker and the cluster afterwards if it started them.
+# tests against them, then the benchmark smoke tests (scripts/bench.sh --smoke and
+# --rebalance --smoke, each on a broker of its own). Stops the test broker and the cluster
+# afterwards if it started them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -84,3 +85,8 @@ cargo build --release --no-default-features --features tls-ring,scram --lib
 # Benchmark smoke test: tiny datasets on a second broker (port 29092, target/kafka/bench),
 # ours and the Java consumer once each; fails if either does not read everything.
 bash scripts/bench.sh --smoke
+
+# Rebalance smoke test: our members (cooperative-sticky and group.protocol=consumer) through
+# a join, a close and a kill, on a broker of its own (port 29600, target/kafka/rebal); fails
+# if a partition ends unowned or owned twice or a record is never delivered.
+bash scripts/bench.sh --rebalance --smoke

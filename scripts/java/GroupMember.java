@@ -26,6 +26,12 @@
 //   --commit revoke|none               revoke (default): commitSync of the consumed offsets of
 //                                      the revoked partitions in onPartitionsRevoked
 //   --auto-offset-reset earliest|latest|none   (default: the Java client's, latest)
+//   --commit-every-ms N                also commitSync of the consumed offsets of the owned
+//                                      partitions every N ms, after the records were printed;
+//                                      a failed one (e.g. refused during a classic rebalance)
+//                                      prints "warn MESSAGE" and the member goes on
+//   --format lines|json                lines (default): the lines below; json: the JSON lines
+//                                      below
 //   --prop KEY=VALUE                   a consumer property, set after (so overriding) all of
 //                                      the above; may be repeated, e.g. for SASL_SSL:
 //                                      --prop security.protocol=SASL_SSL
@@ -48,6 +54,15 @@
 //                                      a `commit` command with nothing consumed)
 //   left                               closed cleanly (left the group); exits 0
 //   error MESSAGE                      anything failed; exits 1 (stack trace on stderr)
+//
+// With --format json (the rebalance benchmark, benches/rebalance.py, whose members of ours
+// and of librdkafka print the same): one JSON object a line, each with "t", the wall-clock
+// time in milliseconds since the Unix epoch (when the callback ran, or when poll returned the
+// records), and "ev": {"ev":"ready"}; {"ev":"assigned"|"revoked"|"lost","gen":GEN,
+// "parts":["T-P",...]} (at the same moments as the lines above); {"ev":"records","tp":"T-P",
+// "ranges":[[FIRST,LAST],...],"n":N,"ts":TS} (one per partition and poll: the offsets
+// returned, as runs of consecutive offsets, how many, and the first one's record timestamp); {"ev":"committed","offsets":{"T-P":OFFSET,...}};
+// {"ev":"warn"|"error","msg":"..."}; {"ev":"left"}.
 //
 // Commands on stdin, one per line:
 //   pause-poll MS   do not call poll for MS milliseconds (to exceed max.poll.interval.ms)
@@ -77,9 +92,11 @@ import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -96,6 +113,10 @@ public class GroupMember {
     static boolean commitOnRevoke = true;
     /** The first exception a listener callback threw (the client may swallow it in close). */
     static Throwable listenerError;
+    /** --format json. */
+    static boolean json;
+    /** --commit-every-ms (0: only on revoke and on the commit command). */
+    static long commitEveryMs;
 
     public static void main(String[] args) {
         try {
@@ -117,7 +138,11 @@ public class GroupMember {
             for (Throwable c = t.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
                 msg += " / caused by " + c;
             }
-            out("error " + msg.replace('\n', ' ').replace('\r', ' '));
+            if (json) {
+                outJson("error", ",\"msg\":" + quoted(msg));
+            } else {
+                out("error " + msg.replace('\n', ' ').replace('\r', ' '));
+            }
             t.printStackTrace(System.err);
             System.exit(1);
         }
@@ -126,6 +151,68 @@ public class GroupMember {
     static synchronized void out(String line) {
         System.out.println(line);
         System.out.flush();
+    }
+
+    /** {"t":NOW,"ev":EV<rest>} (rest starts with a comma, or is empty). */
+    static void outJson(String ev, String rest) {
+        out("{\"t\":" + System.currentTimeMillis() + ",\"ev\":\"" + ev + "\"" + rest + "}");
+    }
+
+    static String quoted(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') sb.append('\\').append(c);
+            else if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
+            else sb.append(c);
+        }
+        return sb.append('"').toString();
+    }
+
+    /** A line without data: ready, left. */
+    static void plain(String word) {
+        if (json) outJson(word, "");
+        else out(word);
+    }
+
+    /** An assigned, revoked or lost line. */
+    static void ownership(String word, Collection<TopicPartition> tps) {
+        if (json) {
+            List<TopicPartition> sorted = new ArrayList<>(tps);
+            sorted.sort(ORDER);
+            StringBuilder sb = new StringBuilder();
+            for (TopicPartition tp : sorted) {
+                if (sb.length() > 0) sb.append(',');
+                sb.append(quoted(tp.topic() + "-" + tp.partition()));
+            }
+            outJson(word, ",\"gen\":" + generation() + ",\"parts\":[" + sb + "]");
+        } else {
+            out(word + " " + generation() + " " + parts(tps));
+        }
+    }
+
+    /** The {"ev":"records"} lines of what one poll returned. */
+    static void recordsJson(ConsumerRecords<byte[], byte[]> records) {
+        long t = System.currentTimeMillis();
+        StringBuilder lines = new StringBuilder();
+        for (TopicPartition tp : records.partitions()) {
+            StringBuilder ranges = new StringBuilder();
+            long first = -1, last = -2, n = 0;
+            for (ConsumerRecord<byte[], byte[]> r : records.records(tp)) {
+                if (r.offset() != last + 1) {
+                    if (first >= 0) ranges.append(ranges.length() > 0 ? "," : "").append('[').append(first).append(',').append(last).append(']');
+                    first = r.offset();
+                }
+                last = r.offset();
+                n++;
+            }
+            if (first >= 0) ranges.append(ranges.length() > 0 ? "," : "").append('[').append(first).append(',').append(last).append(']');
+            if (lines.length() > 0) lines.append('\n');
+            lines.append("{\"t\":").append(t).append(",\"ev\":\"records\",\"tp\":")
+                    .append(quoted(tp.topic() + "-" + tp.partition())).append(",\"ranges\":[")
+                    .append(ranges).append("],\"n\":").append(n).append(",\"ts\":")
+                    .append(records.records(tp).get(0).timestamp()).append('}');
+        }
+        if (lines.length() > 0) out(lines.toString());
     }
 
     static String opt(String name) {
@@ -152,7 +239,7 @@ public class GroupMember {
     static Properties config() {
         List<String> known = Arrays.asList("--bootstrap", "--group", "--topics", "--pattern", "--protocol", "--assignor",
                 "--remote-assignor", "--instance-id", "--session-timeout-ms", "--heartbeat-ms",
-                "--max-poll-interval-ms", "--commit", "--auto-offset-reset");
+                "--max-poll-interval-ms", "--commit", "--auto-offset-reset", "--commit-every-ms", "--format");
         for (String k : opts.keySet()) {
             if (!known.contains(k)) throw new IllegalArgumentException("unknown option " + k);
         }
@@ -187,6 +274,12 @@ public class GroupMember {
             throw new IllegalArgumentException("--commit must be revoke or none");
         }
         commitOnRevoke = commit.equals("revoke");
+        commitEveryMs = Long.parseLong(opts.getOrDefault("--commit-every-ms", "0"));
+        String format = opts.getOrDefault("--format", "lines");
+        if (!format.equals("lines") && !format.equals("json")) {
+            throw new IllegalArgumentException("--format must be lines or json");
+        }
+        json = format.equals("json");
         for (String[] kv : props) p.put(kv[0], kv[1]);
         return p;
     }
@@ -222,16 +315,22 @@ public class GroupMember {
         StringBuilder sb = new StringBuilder();
         for (Map.Entry<TopicPartition, OffsetAndMetadata> e : o.entrySet()) {
             if (sb.length() > 0) sb.append(',');
-            sb.append(e.getKey().topic()).append('-').append(e.getKey().partition())
-                    .append('=').append(e.getValue().offset());
+            if (json) {
+                sb.append(quoted(e.getKey().topic() + "-" + e.getKey().partition()))
+                        .append(':').append(e.getValue().offset());
+            } else {
+                sb.append(e.getKey().topic()).append('-').append(e.getKey().partition())
+                        .append('=').append(e.getValue().offset());
+            }
         }
-        out("committed " + (sb.length() == 0 ? "-" : sb.toString()));
+        if (json) outJson("committed", ",\"offsets\":{" + sb + "}");
+        else out("committed " + (sb.length() == 0 ? "-" : sb.toString()));
     }
 
     static final ConsumerRebalanceListener LISTENER = new ConsumerRebalanceListener() {
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> tps) {
-            guard(() -> out("assigned " + generation() + " " + parts(tps)));
+            guard(() -> ownership("assigned", tps));
         }
 
         @Override
@@ -243,7 +342,7 @@ public class GroupMember {
                     if (o != null) offsets.put(tp, o);
                 }
                 if (commitOnRevoke && !offsets.isEmpty()) commit(offsets);
-                out("revoked " + generation() + " " + parts(tps));
+                ownership("revoked", tps);
             });
         }
 
@@ -251,7 +350,7 @@ public class GroupMember {
         public void onPartitionsLost(Collection<TopicPartition> tps) {
             guard(() -> {
                 for (TopicPartition tp : tps) consumed.remove(tp);
-                out("lost " + generation() + " " + parts(tps));
+                ownership("lost", tps);
             });
         }
     };
@@ -296,16 +395,37 @@ public class GroupMember {
         } else {
             consumer.subscribe(Pattern.compile(pattern), LISTENER);
         }
-        out("ready");
+        plain("ready");
         reader.start();
+        long lastCommit = System.nanoTime();
         while (true) {
-            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
-                String line = "record " + r.topic() + " " + r.partition() + " " + r.offset();
-                if (r.value() != null) line += " " + new String(r.value(), StandardCharsets.UTF_8);
-                out(line);
+            ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+            if (json) recordsJson(records);
+            for (ConsumerRecord<byte[], byte[]> r : records) {
+                if (!json) {
+                    String line = "record " + r.topic() + " " + r.partition() + " " + r.offset();
+                    if (r.value() != null) line += " " + new String(r.value(), StandardCharsets.UTF_8);
+                    out(line);
+                }
                 consumed.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
             }
             checkListener();
+            if (commitEveryMs > 0 && System.nanoTime() - lastCommit >= commitEveryMs * 1_000_000L) {
+                lastCommit = System.nanoTime();
+                Map<TopicPartition, Long> offsets = new HashMap<>(consumed);
+                offsets.keySet().retainAll(consumer.assignment());
+                if (!offsets.isEmpty()) {
+                    try {
+                        commit(offsets);
+                    } catch (KafkaException e) {
+                        // E.g. the classic protocol refuses commits during a rebalance
+                        // (RebalanceInProgressException): the revoke callback commits what is
+                        // given up, the next round the rest.
+                        if (json) outJson("warn", ",\"msg\":" + quoted(String.valueOf(e)));
+                        else out("warn " + String.valueOf(e).replace('\n', ' '));
+                    }
+                }
+            }
             String cmd;
             while ((cmd = commands.poll()) != null) {
                 String[] w = cmd.trim().split("\\s+");
@@ -324,7 +444,7 @@ public class GroupMember {
                     case "close":
                         consumer.close();
                         checkListener();
-                        out("left");
+                        plain("left");
                         return;
                     default:
                         throw new IllegalArgumentException("unknown command: " + cmd);
