@@ -46,8 +46,14 @@
 //!    in Java, when the leader speaks no v3). A log truncated below the position stops the
 //!    partition with a [`FetchEvent::Truncated`] for the user side, which decides where
 //!    reading resumes: never a silent skip and never a silent reset.
+//! 8. `Fetcher::timers` files every partition under `Timers::wanted` of its state (its
+//!    `not_before`, while it is unpaused in a position that waits for it) and nowhere else,
+//!    up to instants that have passed: every change of a partition's `not_before`, pause
+//!    or position is followed by `Timers::arm` (or `disarm` when it leaves or starts
+//!    afresh), so [`Fetcher::poll_timeout`] costs a look-up, not a walk of the assignment.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -173,6 +179,8 @@ struct Part {
     in_flight: Option<RequestId>,
     retry: Retry,
     not_before: Option<Instant>,
+    /// The instant this partition is filed under in `Fetcher::timers` (invariant 8).
+    armed: Option<Instant>,
     /// Waiting for the application to free memory: the budget's count of its frees then.
     waiting_for_room: Option<u64>,
     /// Its next batch did not fit beside the rest of a response: fetch it on its own.
@@ -200,6 +208,7 @@ impl Part {
             in_flight: None,
             retry: Retry::default(),
             not_before: None,
+            armed: None,
             waiting_for_room: None,
             solo: false,
             awaiting_metadata: None,
@@ -584,6 +593,60 @@ const MIN_EXPANSION: f64 = 0.5;
 /// fit is handled by fetching it alone).
 const MAX_EXPANSION: f64 = 16.0;
 
+/// The instants at which partitions come out of a backoff, in order, so that
+/// [`Fetcher::poll_timeout`] finds the next one without visiting every partition
+/// (invariant 8). Instants that have passed are dropped as planning goes by.
+#[derive(Debug, Default)]
+struct Timers {
+    at: BTreeMap<Instant, BTreeSet<TopicPartition>>,
+}
+
+impl Timers {
+    /// Whether a partition's `not_before` can make it fetchable (or ask for its committed
+    /// offset) when it passes: what `poll_timeout` reports.
+    fn wanted(p: &Part) -> Option<Instant> {
+        let timed = matches!(
+            p.position,
+            Position::At { .. }
+                | Position::Reset { .. }
+                | Position::Validate { .. }
+                | Position::AwaitCommitted
+        );
+        p.not_before.filter(|_| timed && !p.paused)
+    }
+
+    /// Files `tp` under the instant its state asks for (if any), and no other.
+    fn arm(&mut self, tp: &TopicPartition, p: &mut Part) {
+        let want = Timers::wanted(p);
+        if want != p.armed {
+            self.disarm(tp, p);
+            if let Some(t) = want {
+                self.at.entry(t).or_default().insert(tp.clone());
+            }
+            p.armed = want;
+        }
+    }
+
+    /// Takes `tp` out of the timers (it is unassigned or starts afresh).
+    fn disarm(&mut self, tp: &TopicPartition, p: &mut Part) {
+        if let Some(t) = p.armed.take() {
+            if let Some(set) = self.at.get_mut(&t) {
+                set.remove(tp);
+                if set.is_empty() {
+                    self.at.remove(&t);
+                }
+            }
+        }
+    }
+
+    /// Drops the instants before `now` (`poll_timeout` never returns them).
+    fn prune(&mut self, now: Instant) {
+        while self.at.first_key_value().is_some_and(|(t, _)| *t < now) {
+            self.at.pop_first();
+        }
+    }
+}
+
 /// The fetcher. See the module documentation.
 pub(crate) struct Fetcher {
     cfg: FetchConfig,
@@ -593,6 +656,8 @@ pub(crate) struct Fetcher {
     fetching: HashMap<NodeId, RequestId>,
     /// Broker-level backoff after top-level fetch errors.
     node_backoff: HashMap<NodeId, (Retry, Instant)>,
+    /// Partitions by the instant their backoff ends.
+    timers: Timers,
     sent: HashMap<RequestId, Sent>,
     rotation: HashMap<NodeId, usize>,
     queue: VecDeque<Transmit>,
@@ -624,6 +689,7 @@ impl Fetcher {
             sessions: HashMap::new(),
             fetching: HashMap::new(),
             node_backoff: HashMap::new(),
+            timers: Timers::default(),
             sent: HashMap::new(),
             rotation: HashMap::new(),
             queue: VecDeque::new(),
@@ -669,10 +735,20 @@ impl Fetcher {
     ) {
         let keep: std::collections::HashSet<&TopicPartition> =
             list.iter().map(|(tp, _, _)| tp).collect();
-        self.parts.retain(|tp, _| keep.contains(tp));
+        let timers = &mut self.timers;
+        self.parts.retain(|tp, p| {
+            let stays = keep.contains(tp);
+            if !stays {
+                timers.disarm(tp, p);
+            }
+            stays
+        });
         for (tp, epoch, to) in list {
-            if self.parts.get(&tp).is_some_and(|p| p.epoch == epoch) {
-                continue;
+            if let Some(p) = self.parts.get_mut(&tp) {
+                if p.epoch == epoch {
+                    continue;
+                }
+                self.timers.disarm(&tp, p);
             }
             let position = self.start(&tp, epoch, to);
             self.parts.insert(tp, Part::new(epoch, position));
@@ -696,6 +772,7 @@ impl Fetcher {
             let paused = p.paused && !resume;
             // An in-flight request stays accounted for; its answer is stale by epoch.
             let in_flight = p.in_flight;
+            self.timers.disarm(tp, p);
             *p = Part::new(epoch, position);
             p.paused = paused;
             p.in_flight = in_flight;
@@ -707,6 +784,7 @@ impl Fetcher {
         for tp in tps {
             if let Some(p) = self.parts.get_mut(tp) {
                 p.paused = true;
+                self.timers.arm(tp, p);
             }
         }
     }
@@ -762,6 +840,7 @@ impl Fetcher {
         };
         if let Some(p) = self.parts.get_mut(tp) {
             p.position = position;
+            self.timers.arm(tp, p);
         }
     }
 
@@ -772,6 +851,7 @@ impl Fetcher {
             if p.epoch == epoch && p.position == Position::CommittedRequested {
                 p.position = Position::AwaitCommitted;
                 p.backoff(now, &policy, &mut *self.jitter);
+                self.timers.arm(tp, p);
             }
         }
     }
@@ -800,6 +880,7 @@ impl Fetcher {
 
     fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
         self.spares.reclaim_if_starved();
+        self.timers.prune(now);
         let frees = self.budget.app_frees();
         let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
         let mut checks: BTreeMap<NodeId, Vec<(Check, PositionEpoch, i64)>> = BTreeMap::new();
@@ -1052,6 +1133,7 @@ impl Fetcher {
                 for (q, _) in &list {
                     if let Some(p) = self.parts.get_mut(&q.tp) {
                         p.backoff(now, &policy, &mut *self.jitter);
+                        self.timers.arm(&q.tp, p);
                     }
                 }
             }
@@ -1273,6 +1355,7 @@ impl Fetcher {
                 for (tp, epoch, _) in parts {
                     if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
                         p.backoff(now, &policy, &mut *self.jitter);
+                        self.timers.arm(&tp, p);
                     }
                 }
             }
@@ -1280,6 +1363,7 @@ impl Fetcher {
                 for (tp, epoch, ..) in parts {
                     if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
                         p.backoff(now, &policy, &mut *self.jitter);
+                        self.timers.arm(&tp, p);
                     }
                 }
             }
@@ -1465,6 +1549,7 @@ impl Fetcher {
             budget,
             spares,
             jitter,
+            timers,
             ..
         } = self;
         let Some(p) = parts.get_mut(&part.tp) else {
@@ -1482,19 +1567,20 @@ impl Fetcher {
             jitter: &mut **jitter,
             answer,
             part,
-            p,
+            p: &mut *p,
         };
         let from_replica = apply.p.replica.is_some_and(|(r, _)| r == apply.answer.node);
         let code = ErrorCode::from_code(part.data.error_code);
         if code.is_err() && from_replica {
             apply.leave_replica_after_error(code, cluster);
-            return;
+        } else {
+            match code {
+                ErrorCode::None => apply.data(cluster),
+                ErrorCode::OFFSET_OUT_OF_RANGE => apply.reset_after_out_of_range(),
+                c => apply.error(c, cluster),
+            }
         }
-        match code {
-            ErrorCode::None => apply.data(cluster),
-            ErrorCode::OFFSET_OUT_OF_RANGE => apply.reset_after_out_of_range(),
-            c => apply.error(c, cluster),
-        }
+        timers.arm(&part.tp, p);
     }
 
     /// What a whole Fetch answer taught: newer metadata is needed, and how much memory a
@@ -1534,11 +1620,13 @@ impl Fetcher {
             for (tp, epoch, _) in &sent {
                 if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
                     p.backoff(now, &policy, &mut *self.jitter);
+                    self.timers.arm(tp, p);
                 }
             }
             return;
         };
         let answers = offsets::answers(&resp);
+        let touched: Vec<TopicPartition> = sent.iter().map(|(tp, ..)| tp.clone()).collect();
         for (tp, epoch, ts) in sent {
             let Some(p) = self.parts.get_mut(&tp) else {
                 continue;
@@ -1598,6 +1686,16 @@ impl Fetcher {
                 a.leader_epoch,
             )));
         }
+        self.rearm(&touched);
+    }
+
+    /// Files the partitions `tps` in the timers as their state now asks (invariant 8).
+    fn rearm(&mut self, tps: &[TopicPartition]) {
+        for tp in tps {
+            if let Some(p) = self.parts.get_mut(tp) {
+                self.timers.arm(tp, p);
+            }
+        }
     }
 
     /// Applies an OffsetForLeaderEpoch answer to the partitions still waiting for it at the
@@ -1619,6 +1717,7 @@ impl Fetcher {
             for (tp, epoch, ..) in &sent {
                 if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
                     p.backoff(now, &policy, &mut *self.jitter);
+                    self.timers.arm(tp, p);
                 }
             }
             return;
@@ -1627,6 +1726,7 @@ impl Fetcher {
             return;
         };
         let answers = validate::answers(&resp);
+        let touched: Vec<TopicPartition> = sent.iter().map(|(tp, ..)| tp.clone()).collect();
         for (tp, epoch, offset, current) in sent {
             let Some(p) = self.parts.get_mut(&tp) else {
                 continue;
@@ -1692,26 +1792,41 @@ impl Fetcher {
                 divergent,
             });
         }
+        self.rearm(&touched);
     }
 
     // ----- timers and events -----------------------------------------------------------
 
     /// The next instant a partition or broker comes out of its backoff.
+    /// The partitions' instants come in order from the timers (invariant 8): the first
+    /// future one with a partition not in flight (a backoff is set while a partition is
+    /// not in a request, so that is nearly always the first one).
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let parts = self
+            .timers
+            .at
+            .range((Bound::Excluded(now), Bound::Unbounded))
+            .find(|(_, tps)| {
+                tps.iter().any(|tp| {
+                    self.parts
+                        .get(tp)
+                        .is_some_and(|p| !p.in_flight.is_some_and(|id| self.sent.contains_key(&id)))
+                })
+            })
+            .map(|(t, _)| *t);
+        let nodes = self.node_backoff.values().map(|(_, t)| *t);
+        parts.into_iter().chain(nodes).filter(|t| *t > now).min()
+    }
+
+    /// What [`Fetcher::poll_timeout`] answers, found by walking every partition (as it did
+    /// before the timers): the tests hold the two equal (invariant 8).
+    #[cfg(test)]
+    fn poll_timeout_by_walking(&self, now: Instant) -> Option<Instant> {
         let parts = self
             .parts
             .values()
-            .filter(|p| !p.paused && !p.in_flight.is_some_and(|id| self.sent.contains_key(&id)))
-            .filter(|p| {
-                matches!(
-                    p.position,
-                    Position::At { .. }
-                        | Position::Reset { .. }
-                        | Position::Validate { .. }
-                        | Position::AwaitCommitted
-                )
-            })
-            .filter_map(|p| p.not_before);
+            .filter(|p| !p.in_flight.is_some_and(|id| self.sent.contains_key(&id)))
+            .filter_map(Timers::wanted);
         let nodes = self.node_backoff.values().map(|(_, t)| *t);
         parts.chain(nodes).filter(|t| *t > now).min()
     }

@@ -1712,6 +1712,67 @@ fn poll_timeout_is_only_for_partitions_that_will_be_fetchable_and_never_passed()
     );
 }
 
+#[test]
+fn poll_timeout_finds_the_earliest_backoff_among_many_partitions_as_they_change() {
+    // 30 partitions per topic, led by three brokers in turn: three fetches fail all their
+    // partitions, each partition's backoff ending at its own (jittered) instant.
+    let leaders: Vec<i32> = (0..30).map(|i| 1 + i % 3).collect();
+    let b = SimBroker::new(&[1, 2, 3])
+        .topic("t", &leaders, 30)
+        .topic("u", &leaders, 30);
+    let mut r = Rig::new(earliest(), b);
+    let all: Vec<TopicPartition> = (0..30)
+        .flat_map(|p| [TopicPartition::new("t", p), TopicPartition::new("u", p)])
+        .collect();
+    let list: Vec<_> = all
+        .iter()
+        .map(|tp| (tp.clone(), SeekTo::Offset(0)))
+        .collect();
+    r.assign(&list);
+    let ts = r.sends();
+    assert_eq!(ts.len(), 3);
+    for t in ts {
+        r.answer_error(&t, ErrorCode::CORRUPT_MESSAGE);
+        r.advance(ms(3));
+    }
+    // The backoffs' ends, earliest first.
+    let mut ends: Vec<(Instant, TopicPartition)> = all
+        .iter()
+        .map(|tp| (r.fetcher.parts[tp].not_before.unwrap(), tp.clone()))
+        .collect();
+    ends.sort();
+    assert!(ends[0].0 > r.now());
+    assert_eq!(r.timer(), Some(ends[0].0));
+    // Pausing, unassigning or seeking the partition of the earliest backoff moves the
+    // timer to the next one.
+    r.fetcher.pause(&[ends[0].1.clone()]);
+    assert_eq!(r.timer(), Some(ends[1].0), "a paused one is not waited for");
+    let rest: Vec<_> = list
+        .iter()
+        .filter(|(tp, _)| *tp != ends[1].1)
+        .cloned()
+        .collect();
+    r.assign(&rest);
+    assert_eq!(
+        r.timer(),
+        Some(ends[2].0),
+        "an unassigned one is not waited for"
+    );
+    r.seek(&ends[2].1, SeekTo::Offset(0), false);
+    assert_eq!(r.timer(), Some(ends[3].0), "a seek starts afresh");
+    assert_eq!(r.timer(), r.fetcher.poll_timeout_by_walking(r.now()));
+    // Once an instant passes, the next one is reported; none passed is.
+    r.at(ends[3].0);
+    let next = ends[4..].iter().map(|(t, _)| *t).find(|t| *t > ends[3].0);
+    assert_eq!(r.timer(), next);
+    // The partitions whose backoff ended are fetched again, and the timer still shows
+    // the backoffs of those still waiting.
+    let ts = r.sends();
+    let refetched: usize = ts.iter().map(|t| r.fetched(t).len()).sum();
+    assert!(refetched >= 1, "{ts:?}");
+    assert_eq!(r.timer(), r.fetcher.poll_timeout_by_walking(r.now()));
+}
+
 // ----- randomized --------------------------------------------------------------------------------
 
 /// A request the simulated brokers received and have not answered yet.
@@ -1962,6 +2023,12 @@ impl World {
         if let Some(t) = self.r.timer() {
             assert!(t > now, "{}: fetcher timer not in the future", self.ctx());
         }
+        assert_eq!(
+            self.r.timer(),
+            self.r.fetcher.poll_timeout_by_walking(now),
+            "{}: the timers disagree with the partitions' backoffs",
+            self.ctx()
+        );
         if let Some(t) = self.r.net.links.poll_timeout(now) {
             assert!(t > now, "{}: link timer not in the future", self.ctx());
         }
