@@ -658,6 +658,10 @@ pub(crate) struct Fetcher {
     node_backoff: HashMap<NodeId, (Retry, Instant)>,
     /// Partitions by the instant their backoff ends.
     timers: Timers,
+    /// Every partition waiting to be handed to the group for its committed offset (and
+    /// maybe some that no longer are), so that handing them over does not walk the
+    /// assignment on every pass of the I/O loop.
+    await_committed: BTreeSet<TopicPartition>,
     sent: HashMap<RequestId, Sent>,
     rotation: HashMap<NodeId, usize>,
     queue: VecDeque<Transmit>,
@@ -690,6 +694,7 @@ impl Fetcher {
             fetching: HashMap::new(),
             node_backoff: HashMap::new(),
             timers: Timers::default(),
+            await_committed: BTreeSet::new(),
             sent: HashMap::new(),
             rotation: HashMap::new(),
             queue: VecDeque::new(),
@@ -751,6 +756,9 @@ impl Fetcher {
                 self.timers.disarm(&tp, p);
             }
             let position = self.start(&tp, epoch, to);
+            if position == Position::AwaitCommitted {
+                self.await_committed.insert(tp.clone());
+            }
             self.parts.insert(tp, Part::new(epoch, position));
         }
         let topics: Vec<Arc<str>> = self
@@ -768,6 +776,9 @@ impl Fetcher {
             return;
         }
         let position = self.start(tp, epoch, to);
+        if position == Position::AwaitCommitted {
+            self.await_committed.insert(tp.clone());
+        }
         if let Some(p) = self.parts.get_mut(tp) {
             let paused = p.paused && !resume;
             // An in-flight request stays accounted for; its answer is stale by epoch.
@@ -790,15 +801,26 @@ impl Fetcher {
     }
 
     /// Partitions waiting for their committed offset, now marked as asked for.
+    /// Only the partitions in `await_committed` are visited (those no longer waiting leave
+    /// it).
     pub fn take_committed_wanted(&mut self, now: Instant) -> Vec<(TopicPartition, PositionEpoch)> {
         let mut out = Vec::new();
-        for (tp, p) in &mut self.parts {
-            let waiting = p.not_before.is_some_and(|t| now < t);
-            if p.position == Position::AwaitCommitted && !p.paused && !waiting {
-                p.position = Position::CommittedRequested;
-                out.push((tp.clone(), p.epoch));
+        let parts = &mut self.parts;
+        self.await_committed.retain(|tp| {
+            let Some(p) = parts.get_mut(tp) else {
+                return false;
+            };
+            if p.position != Position::AwaitCommitted {
+                return false;
             }
-        }
+            let waiting = p.not_before.is_some_and(|t| now < t);
+            if p.paused || waiting {
+                return true;
+            }
+            p.position = Position::CommittedRequested;
+            out.push((tp.clone(), p.epoch));
+            false
+        });
         out
     }
 
@@ -852,6 +874,7 @@ impl Fetcher {
                 p.position = Position::AwaitCommitted;
                 p.backoff(now, &policy, &mut *self.jitter);
                 self.timers.arm(tp, p);
+                self.await_committed.insert(tp.clone());
             }
         }
     }

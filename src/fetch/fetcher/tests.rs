@@ -1689,6 +1689,49 @@ fn a_paused_partition_does_not_ask_for_its_committed_offset() {
     assert!(r.fetcher.take_committed_wanted(now).is_empty());
 }
 
+#[test]
+fn committed_offsets_are_asked_once_per_wait_for_exactly_the_unpaused_waiting_partitions() {
+    let mut r = Rig::new(with_group(), two_brokers());
+    let (a, b) = (t0(), t1());
+    r.assign(&[(a.clone(), SeekTo::Default), (b.clone(), SeekTo::Offset(3))]);
+    let now = r.now();
+    assert_eq!(
+        r.fetcher.take_committed_wanted(now),
+        vec![(a.clone(), r.epoch(&a))],
+        "only the unpositioned one"
+    );
+    assert!(
+        r.fetcher.take_committed_wanted(now).is_empty(),
+        "asked once"
+    );
+    // A failed answer asks again after its backoff, not before.
+    r.fetcher.committed_failed(&a, r.epoch(&a), now);
+    assert!(r.fetcher.take_committed_wanted(now).is_empty());
+    let again = r.timer().unwrap();
+    r.at(again);
+    assert_eq!(
+        r.fetcher.take_committed_wanted(again),
+        vec![(a.clone(), r.epoch(&a))]
+    );
+    // A seek to the default while paused waits for the resume; a seek to an offset
+    // leaves nothing to ask.
+    r.fetcher.pause(std::slice::from_ref(&b));
+    r.seek(&b, SeekTo::Default, false);
+    assert!(r.fetcher.take_committed_wanted(again).is_empty(), "paused");
+    r.seek(&b, SeekTo::Default, true);
+    r.seek(&a, SeekTo::Default, false);
+    r.seek(&a, SeekTo::Offset(0), false);
+    assert_eq!(
+        r.fetcher.take_committed_wanted(again),
+        vec![(b.clone(), r.epoch(&b))]
+    );
+    // An unassigned partition is not asked for.
+    r.assign(&[(a.clone(), SeekTo::Default)]);
+    r.seek(&a, SeekTo::Default, false);
+    r.assign(&[]);
+    assert!(r.fetcher.take_committed_wanted(again).is_empty());
+}
+
 // ----- timers -------------------------------------------------------------------------------------
 
 #[test]
