@@ -404,7 +404,7 @@ fn run(via: Via) -> Figures {
         rss_bytes_per_partition: grown as f64 / PARTITIONS as f64,
     };
     println!(
-        "scale {via:?} {PARTITIONS} partitions: assignment applied after {:.0?}, first record after {:.0?}, idle I/O CPU {:.1} % of a core, close {:.0?}, RSS growth {:.0} B/partition (fake's request log of {} MB subtracted)",
+        "scale {via:?} {PARTITIONS} partitions: assignment applied after {:.0?}, first record after {:.2?}, idle I/O CPU {:.1} % of a core, close {:.0?}, RSS growth {:.0} B/partition (fake's request log of {} MB subtracted)",
         f.assigned,
         f.first_record,
         f.idle_cpu * 100.0,

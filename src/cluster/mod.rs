@@ -129,6 +129,7 @@ enum TopicState {
 }
 
 /// One topic's leaders, from [`Cluster::topic_leaders`].
+#[derive(Clone, Copy)]
 pub(crate) struct TopicLeaders<'a> {
     brokers: &'a BTreeMap<NodeId, Broker>,
     meta: Option<&'a TopicMeta>,

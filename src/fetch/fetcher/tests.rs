@@ -1902,6 +1902,7 @@ impl World {
         }
         self.check_events();
         self.check_timers();
+        self.check_placements();
     }
 
     /// The brokers receive `t`.
@@ -2074,6 +2075,57 @@ impl World {
         );
         if let Some(t) = self.r.net.links.poll_timeout(now) {
             assert!(t > now, "{}: link timer not in the future", self.ctx());
+        }
+    }
+
+    /// Invariants 9 and 10: after a round, every partition that is neither marked for the
+    /// next one nor held by a request in flight is placed where a plan over the whole
+    /// assignment, from scratch, would place it (and waits for metadata exactly when that
+    /// plan says so); the brokers' sessions hold exactly the partitions placed with them.
+    fn check_placements(&self) {
+        let (f, cluster, ctx) = (&self.r.fetcher, &self.r.cluster, self.ctx());
+        for (n, nf) in &f.nodes {
+            let wanted = nf.session.wanted_partitions();
+            assert_eq!(nf.session.wanted(), wanted.len(), "{ctx}: count at {n}");
+            for (tp, _) in &wanted {
+                assert_eq!(
+                    f.parts.get(tp).and_then(|p| p.fetch_node),
+                    Some(*n),
+                    "{ctx}: {tp} in the session of broker {n} but not placed there"
+                );
+            }
+        }
+        if f.all_dirty
+            || f.planned_generation != Some(cluster.generation())
+            || f.room_seen != self.r.budget.app_frees()
+        {
+            // Newer metadata (answered after the fetcher's turn in the round), or memory
+            // freed: everything is planned again next round.
+            return;
+        }
+        let now = self.now();
+        for (tp, p) in &f.parts {
+            let placed = p.fetch_node.map(|n| {
+                let s = f.nodes[&n].session.wanted_state(tp);
+                (
+                    n,
+                    *s.unwrap_or_else(|| panic!("{ctx}: {tp} placed at {n}, not in its session")),
+                )
+            });
+            if f.held(p) || f.dirty.contains(tp) {
+                continue;
+            }
+            let (expected, waits) =
+                placement_from_scratch(cluster, tp, p, now, self.r.budget.app_frees());
+            assert_eq!(
+                placed, expected,
+                "{ctx}: {tp} is placed otherwise than a plan from scratch would place it: {p:?}"
+            );
+            assert_eq!(
+                f.metadata_waiters.contains(tp),
+                waits,
+                "{ctx}: {tp} waiting for metadata: {p:?}"
+            );
         }
     }
 
@@ -2291,6 +2343,60 @@ impl World {
                 .push((p.t.route, p.t.tag.id, p.t.version, malformed()));
         }
     }
+}
+
+/// Where a plan over every partition, from scratch and without changing anything, places
+/// `tp`: the broker whose fetch session it belongs in with its state (`None`: none), and
+/// whether it waits for metadata. The rules of `Planner::placement`, written out again.
+fn placement_from_scratch(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    p: &Part,
+    now: Instant,
+    frees: u64,
+) -> (Option<(NodeId, SessionPartition)>, bool) {
+    let waiting =
+        p.paused || p.not_before.is_some_and(|t| now < t) || p.waiting_for_room() == Some(frees);
+    if waiting {
+        return (None, false);
+    }
+    if p.awaiting_metadata() == Some(cluster.generation()) {
+        return (None, true);
+    }
+    if !matches!(
+        p.position,
+        Position::At { .. } | Position::Reset { .. } | Position::Validate { .. }
+    ) {
+        return (None, false);
+    }
+    let (leader, leader_epoch) = match cluster.leader(tp) {
+        Leader::Known(n, e) => (n, e),
+        Leader::Unknown | Leader::Missing(_) => return (None, true),
+    };
+    let Position::At {
+        offset,
+        leader_epoch: last,
+    } = p.position
+    else {
+        return (None, false);
+    };
+    let moved = p
+        .leader_seen
+        .is_some_and(|seen| seen != (leader, leader_epoch));
+    if moved && last.known().is_some() && leader_epoch.known().is_some() {
+        return (None, false);
+    }
+    let node = match p.replica() {
+        Some((r, until)) if now < until && cluster.broker(r).is_some() => r,
+        _ => leader,
+    };
+    let s = SessionPartition {
+        topic_id: cluster.topic_id(tp.topic()),
+        fetch_offset: offset,
+        epoch: p.epoch,
+        current_leader_epoch: leader_epoch.0,
+    };
+    (Some((node, s)), false)
 }
 
 /// Random interleavings of assign, seek, pause and resume, answers (good, partition and
