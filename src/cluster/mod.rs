@@ -322,7 +322,7 @@ impl Cluster {
     }
 
     /// The id of a topic (zero if unknown).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "__testing"))]
     pub fn topic_id(&self, topic: &str) -> Uuid {
         self.topic_leaders(topic).id()
     }

@@ -218,6 +218,26 @@ struct Part {
     detour: Option<Box<Detour>>,
 }
 
+/// What planning reads of a partition that an answer can change (invariant 9).
+#[derive(PartialEq)]
+struct Planned {
+    position: Position,
+    not_before: Option<Instant>,
+    detour: Option<Detour>,
+    solo: bool,
+}
+
+impl Planned {
+    fn of(p: &Part) -> Planned {
+        Planned {
+            position: p.position,
+            not_before: p.not_before,
+            detour: p.detour.as_deref().copied(),
+            solo: p.solo,
+        }
+    }
+}
+
 /// The rarely needed part of a partition's state (see `Part::detour`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Detour {
@@ -636,6 +656,9 @@ fn default_reset(
     };
     Position::Reset { timestamp, from }
 }
+
+/// The most events whose room the event queue keeps once drained.
+const EVENTS_KEPT: usize = 1024;
 
 /// How many decompression buffers are kept for reuse (about one response's partitions).
 const DECODE_SPARES: usize = 16;
@@ -1062,7 +1085,16 @@ impl Fetcher {
         list.dedup_by(|later, first| later.0 == first.0);
         let mut old = std::mem::take(&mut self.parts).into_iter().peekable();
         let mut parts = Vec::with_capacity(list.len());
+        // The partitions of a topic share one allocation of its name (and compare fast).
+        let mut topic: Option<Arc<str>> = None;
         for (tp, epoch, to) in list {
+            let tp = match &topic {
+                Some(t) if **t == *tp.topic() => TopicPartition::new(Arc::clone(t), tp.partition()),
+                _ => {
+                    topic = Some(Arc::clone(tp.topic_arc()));
+                    tp
+                }
+            };
             while let Some((gone, mut p)) = old.next_if(|(o, _)| *o < tp) {
                 self.unassigned(&gone, &mut p);
             }
@@ -1178,7 +1210,9 @@ impl Fetcher {
         epoch: PositionEpoch,
         committed: Option<(i64, LeaderEpoch)>,
     ) {
-        let Some(p) = self.parts.get(tp) else { return };
+        let Some(p) = self.parts.get_mut(tp) else {
+            return;
+        };
         if p.epoch != epoch || p.position != Position::CommittedRequested {
             return;
         }
@@ -1207,11 +1241,9 @@ impl Fetcher {
             }
             None => default_reset(&self.cfg, &mut self.events, tp, epoch, None, None),
         };
-        if let Some(p) = self.parts.get_mut(tp) {
-            p.position = position;
-            self.timers.arm(tp, p);
-            self.dirty.insert(tp.clone());
-        }
+        p.position = position;
+        self.timers.arm(tp, p);
+        self.dirty.insert(tp.clone());
     }
 
     /// Fetching the committed offset of `tp` failed: ask again after a backoff.
@@ -1903,6 +1935,7 @@ impl Fetcher {
             part,
             p: &mut *p,
         };
+        let before = Planned::of(apply.p);
         let from_replica = apply
             .p
             .replica()
@@ -1921,7 +1954,11 @@ impl Fetcher {
         if p.waiting_for_room().is_some() {
             room_waiters.insert(part.tp.clone());
         }
-        dirty.insert(part.tp.clone());
+        // An answer that changed nothing planning reads (no records, no error: most of a
+        // full answer) leaves the partition where it is (invariant 9).
+        if Planned::of(p) != before {
+            dirty.insert(part.tp.clone());
+        }
     }
 
     /// What a whole Fetch answer taught: newer metadata is needed, and how much memory a
@@ -2178,9 +2215,14 @@ impl Fetcher {
             || p.fetch_node.is_some_and(|n| self.fetching.contains_key(&n))
     }
 
-    /// The next event for the application.
+    /// The next event for the application. A burst (a full fetch answer's end offsets, a
+    /// position for every partition) does not keep its memory once drained.
     pub fn poll_event(&mut self) -> Option<FetchEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front();
+        if e.is_none() && self.events.capacity() > EVENTS_KEPT {
+            self.events = VecDeque::new();
+        }
+        e
     }
 }
 
