@@ -13,9 +13,10 @@
 //! allocator; this file is its own test binary). Run: `cargo test --release --test
 //! scale_sim -- --nocapture`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#[path = "common/counting.rs"]
+mod counting;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kafka_consumer::testing::assignor::{
@@ -26,6 +27,8 @@ use kafka_consumer::testing::scale::{
 };
 use kafka_consumer::TopicPartition;
 
+use counting::{freed_by, Counting};
+
 /// Partitions in every path (a tenth in a debug build, which is ten times slower and
 /// where the figures mean little).
 const N: i32 = if cfg!(debug_assertions) {
@@ -33,35 +36,6 @@ const N: i32 = if cfg!(debug_assertions) {
 } else {
     100_000
 };
-
-/// Live heap bytes.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-// SAFETY: every call goes to the system allocator with the caller's arguments unchanged;
-// the counter is only arithmetic on the sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as the caller promised for `layout`.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: as the caller promised for `ptr`, `layout` and `new_size`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -84,13 +58,6 @@ impl Table {
             println!("  {what:<62} {:>9.1} ms", took.as_secs_f64() * 1e3);
         }
     }
-}
-
-/// The heap bytes `f` frees.
-fn freed_by(f: impl FnOnce()) -> isize {
-    let before = LIVE.load(Ordering::Relaxed);
-    f();
-    before - LIVE.load(Ordering::Relaxed)
 }
 
 fn requests(count: usize, partitions: usize, forgotten: usize, full: usize) -> Requests {
