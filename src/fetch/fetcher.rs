@@ -215,7 +215,7 @@ struct Part {
     armed: Option<Instant>,
     /// What only a partition that waits for memory or metadata, or reads from a
     /// follower, needs: out of line, so that the others stay small.
-    detour: Option<Box<Detour>>,
+    rare: Option<Box<RareState>>,
 }
 
 /// What planning reads of a partition that an answer can change (invariant 9).
@@ -223,7 +223,7 @@ struct Part {
 struct Planned {
     position: Position,
     not_before: Option<Instant>,
-    detour: Option<Detour>,
+    rare: Option<RareState>,
     solo: bool,
 }
 
@@ -232,15 +232,15 @@ impl Planned {
         Planned {
             position: p.position,
             not_before: p.not_before,
-            detour: p.detour.as_deref().copied(),
+            rare: p.rare.as_deref().copied(),
             solo: p.solo,
         }
     }
 }
 
-/// The rarely needed part of a partition's state (see `Part::detour`).
+/// The rarely needed part of a partition's state (see `Part::rare`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Detour {
+struct RareState {
     /// Waiting for the application to free memory: the budget's count of its frees then.
     waiting_for_room: Option<u64>,
     /// Its leader looked stale: wait for metadata newer than this cluster generation.
@@ -265,31 +265,31 @@ impl Part {
             log_start: -1,
             not_before: None,
             armed: None,
-            detour: None,
+            rare: None,
         }
     }
 
     fn waiting_for_room(&self) -> Option<u64> {
-        self.detour.as_ref().and_then(|d| d.waiting_for_room)
+        self.rare.as_ref().and_then(|d| d.waiting_for_room)
     }
 
     fn awaiting_metadata(&self) -> Option<MetadataGeneration> {
-        self.detour.as_ref().and_then(|d| d.awaiting_metadata)
+        self.rare.as_ref().and_then(|d| d.awaiting_metadata)
     }
 
     fn replica(&self) -> Option<(NodeId, Instant)> {
-        self.detour.as_ref().and_then(|d| d.replica)
+        self.rare.as_ref().and_then(|d| d.replica)
     }
 
     /// Changes the rarely needed state, keeping it out of line only while it holds
     /// something.
-    fn with_detour(&mut self, f: impl FnOnce(&mut Detour)) {
-        let mut d = self.detour.as_deref().copied().unwrap_or_default();
+    fn with_rare(&mut self, f: impl FnOnce(&mut RareState)) {
+        let mut d = self.rare.as_deref().copied().unwrap_or_default();
         f(&mut d);
-        match &mut self.detour {
-            _ if d == Detour::default() => self.detour = None,
+        match &mut self.rare {
+            _ if d == RareState::default() => self.rare = None,
             Some(b) => **b = d,
-            None => self.detour = Some(Box::new(d)),
+            None => self.rare = Some(Box::new(d)),
         }
     }
 
@@ -367,7 +367,7 @@ impl FetchAnswerContext<'_> {
     fn await_metadata(&mut self, p: &mut Part, cluster: &Cluster) {
         self.need_metadata = true;
         let generation = cluster.generation();
-        p.with_detour(|d| d.awaiting_metadata = Some(generation));
+        p.with_rare(|d| d.awaiting_metadata = Some(generation));
     }
 }
 
@@ -399,7 +399,7 @@ impl ApplyPartition<'_, '_> {
     fn leave_replica_after_error(&mut self, code: ErrorCode, cluster: &Cluster) {
         let (tp, node) = (&self.part.tp, self.answer.node);
         log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
-        self.p.with_detour(|d| d.replica = None);
+        self.p.with_rare(|d| d.replica = None);
         if code != ErrorCode::OFFSET_OUT_OF_RANGE {
             if code.needs_metadata_refresh() {
                 self.answer.await_metadata(self.p, cluster);
@@ -436,7 +436,7 @@ impl ApplyPartition<'_, '_> {
             let r = NodeId(preferred);
             log::debug!("partition {}: fetching from preferred replica {r}", part.tp);
             let until = now + self.cfg.replica_lease;
-            self.p.with_detour(|d| d.replica = Some((r, until)));
+            self.p.with_rare(|d| d.replica = Some((r, until)));
             self.answer.leases.push((until, part.tp.clone()));
             if cluster.broker(r).is_none() {
                 // Its address comes with newer metadata; until then the
@@ -533,7 +533,7 @@ impl ApplyPartition<'_, '_> {
             }) => {
                 log::debug!("partition {tp}: batch at {offset} waits for memory");
                 let frees = self.answer.frees_before;
-                self.p.with_detour(|d| d.waiting_for_room = Some(frees));
+                self.p.with_rare(|d| d.waiting_for_room = Some(frees));
                 self.budget.wake_on_app_free();
             }
             Some(Stop::NoRoom {
@@ -781,14 +781,14 @@ impl<'a> Planner<'a> {
                 self.room_waiters.insert(tp.clone());
                 return Placement::Idle;
             }
-            p.with_detour(|d| d.waiting_for_room = None);
+            p.with_rare(|d| d.waiting_for_room = None);
         }
         if let Some(generation) = p.awaiting_metadata() {
             if generation == self.cluster.generation() {
                 self.metadata_waiters.insert(tp.clone());
                 return Placement::Idle;
             }
-            p.with_detour(|d| d.awaiting_metadata = None);
+            p.with_rare(|d| d.awaiting_metadata = None);
         }
         if !matches!(
             p.position,
@@ -871,7 +871,7 @@ impl<'a> Planner<'a> {
                 let node = match p.replica() {
                     Some((r, until)) if self.now < until && self.cluster.broker(r).is_some() => r,
                     Some(_) => {
-                        p.with_detour(|d| d.replica = None);
+                        p.with_rare(|d| d.replica = None);
                         leader
                     }
                     None => leader,
@@ -1740,7 +1740,7 @@ impl Fetcher {
             };
             if p.replica().is_some_and(|(r, _)| r == node) {
                 log::debug!("partition {tp}: replica {node} unreachable, back to the leader");
-                p.with_detour(|d| d.replica = None);
+                p.with_rare(|d| d.replica = None);
                 self.dirty.insert(tp.clone());
             }
         }
@@ -2020,7 +2020,7 @@ impl Fetcher {
                 if a.error.needs_metadata_refresh() {
                     cluster.request_update();
                     let generation = cluster.generation();
-                    p.with_detour(|d| d.awaiting_metadata = Some(generation));
+                    p.with_rare(|d| d.awaiting_metadata = Some(generation));
                 } else if !a.error.is_retriable() && p.retry.failures() == 1 {
                     let e = Error::broker(a.error, format!("resetting the position of {tp}"))
                         .with_partition(tp.clone());
@@ -2134,7 +2134,7 @@ impl Fetcher {
                     if code.needs_metadata_refresh() {
                         cluster.request_update();
                         let generation = cluster.generation();
-                        p.with_detour(|d| d.awaiting_metadata = Some(generation));
+                        p.with_rare(|d| d.awaiting_metadata = Some(generation));
                     } else if !code.is_retriable() && p.retry.failures() == 1 {
                         let e = Error::broker(code, format!("validating the position of {tp}"))
                             .with_partition(tp.clone())
