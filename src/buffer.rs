@@ -225,7 +225,7 @@ pub(crate) struct FrameBuf {
 
 impl FrameBuf {
     /// A frame that is not recycled.
-    #[cfg(any(test, feature = "__fuzzing"))]
+    #[cfg(any(test, feature = "__fuzzing", feature = "__testing"))]
     pub fn from_vec(data: Vec<u8>) -> FrameBuf {
         FrameBuf {
             len: data.len(),

@@ -58,7 +58,9 @@ mod protocol;
 mod record;
 mod sasl;
 mod security;
-#[cfg(test)]
+// The simulation the unit tests run on; with `__testing`, also the rigs of
+// `tests/scale_sim.rs` (`testing::scale`).
+#[cfg(any(test, feature = "__testing"))]
 mod sim;
 mod types;
 
@@ -71,6 +73,7 @@ mod types;
 pub mod testing {
     pub use crate::group::assignor;
     pub use crate::protocol::*;
+    pub use crate::sim::scale;
 }
 
 pub use config::{ConsumerConfig, GroupProtocol, IsolationLevel};

@@ -7,14 +7,48 @@
 //! generation, a KIP-848 member epoch, a member id), and who commits speak for
 //! ([`Identity`]). Mixing them up is a compile error.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
 /// A topic name and a partition number.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Eq)]
 pub struct TopicPartition {
     topic: Arc<str>,
     partition: i32,
+}
+
+// By topic name, then partition: as derived, but two partitions that share their topic's
+// name (one allocation, as the partitions the consumer keeps do) compare without reading it.
+impl PartialEq for TopicPartition {
+    fn eq(&self, other: &TopicPartition) -> bool {
+        self.partition == other.partition
+            && (Arc::ptr_eq(&self.topic, &other.topic) || self.topic == other.topic)
+    }
+}
+
+impl std::hash::Hash for TopicPartition {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As derived: equal partitions hash alike whether or not they share the name.
+        self.topic.hash(state);
+        self.partition.hash(state);
+    }
+}
+
+impl Ord for TopicPartition {
+    fn cmp(&self, other: &TopicPartition) -> Ordering {
+        if Arc::ptr_eq(&self.topic, &other.topic) {
+            self.partition.cmp(&other.partition)
+        } else {
+            (&self.topic, self.partition).cmp(&(&other.topic, other.partition))
+        }
+    }
+}
+
+impl PartialOrd for TopicPartition {
+    fn partial_cmp(&self, other: &TopicPartition) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl TopicPartition {

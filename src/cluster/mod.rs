@@ -129,6 +129,7 @@ enum TopicState {
 }
 
 /// One topic's leaders, from [`Cluster::topic_leaders`].
+#[derive(Clone, Copy)]
 pub(crate) struct TopicLeaders<'a> {
     brokers: &'a BTreeMap<NodeId, Broker>,
     meta: Option<&'a TopicMeta>,
@@ -321,7 +322,7 @@ impl Cluster {
     }
 
     /// The id of a topic (zero if unknown).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "__testing"))]
     pub fn topic_id(&self, topic: &str) -> Uuid {
         self.topic_leaders(topic).id()
     }

@@ -21,10 +21,13 @@
 //!
 //! Invariants:
 //! 1. At most one Fetch is in flight per broker, and a partition is in at most one request
-//!    (fetch or reset) at a time.
+//!    (fetch, reset or validation) at a time: while a broker's fetch is in flight, the
+//!    partitions placed with it (in its fetch session) are held there.
 //! 2. An answer is applied to a partition only if the partition's position epoch and
-//!    position are still those the request was made for; anything else is stale and only
-//!    releases the partition for the next request.
+//!    position are still those the request was made for (for a fetch: those the broker's
+//!    session holds, [`FetchSession::fetched_at`], or the one partition of a batch fetched
+//!    alone); anything else is stale and only releases the partition for the next
+//!    request.
 //! 3. A paused, backing-off, stuck or memory-waiting partition is never fetched, nor one
 //!    whose leader an error showed to be stale, or whose preferred read replica has no
 //!    known address, until newer metadata has arrived. Every
@@ -46,8 +49,30 @@
 //!    in Java, when the leader speaks no v3). A log truncated below the position stops the
 //!    partition with a [`FetchEvent::Truncated`] for the user side, which decides where
 //!    reading resumes: never a silent skip and never a silent reset.
+//! 8. `Fetcher::timers` files every partition under `Timers::wanted` of its state (its
+//!    `not_before`, while it is unpaused in a position that waits for it) and nowhere else,
+//!    up to instants that have passed: every change of a partition's `not_before`, pause
+//!    or position is followed by `Timers::arm` (or `disarm` when it leaves or starts
+//!    afresh), so [`Fetcher::poll_timeout`] costs a look-up, not a walk of the assignment.
+//! 9. Planning visits only the partitions whose placement may have changed
+//!    (`Fetcher::dirty`), or all of them when the metadata or the assignment changed: every
+//!    event that can move a partition marks it — assign, seek, pause and resume, a
+//!    committed offset, an answer applied to it, the end of its reset or validation, the
+//!    end of its backoff or of its replica's lease (both timers), memory freed by the
+//!    application (`Fetcher::room_waiters`) — and a partition held by a fetch in flight
+//!    (invariant 1) is marked again when that fetch ends (`NodeFetch::deferred`). So after
+//!    a round, a partition that is not marked or held is placed exactly where a plan over
+//!    the whole assignment would place it: in the fetch session of the one broker it is
+//!    read from (`Part::fetch_node`) with the state that goes on the wire, or in none. A
+//!    round then costs what changed, and an incremental fetch of a session where nothing
+//!    changed carries no partitions (KIP-227). The randomized test holds the placements
+//!    equal to a plan from scratch after every round.
+//! 10. `Fetcher::metadata_waiters` holds exactly the partitions whose last placement
+//!     found them waiting for metadata (an unknown or missing leader, or newer metadata
+//!     after an error): while it is not empty, every round asks for a refresh.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,7 +82,7 @@ use crate::cluster::{Cluster, Interest, Leader, TopicLeaders};
 use crate::error::{Error, ErrorKind};
 use crate::fetch::chunk::{build_chunk, Chunk, Decoded, FetchedFrame, PartitionInput, Stop};
 use crate::fetch::offsets::{self, Query, Unsendable};
-use crate::fetch::session::{FetchSession, WantedPartition};
+use crate::fetch::session::{FetchPlan, FetchSession, SessionPartition};
 use crate::fetch::validate::{self, Check, Verdict};
 use crate::link::{Failure, Lane, Links, Owner, Peer, Route, Tag, Transmit, Versions};
 use crate::protocol::api::fetch::{
@@ -167,28 +192,61 @@ struct Part {
     epoch: PositionEpoch,
     position: Position,
     paused: bool,
-    /// The request (fetch, reset or validation) this partition was last put in: it is in
-    /// flight while that request is (in `Fetcher::sent`), so answering a request releases
-    /// its partitions without visiting them.
-    in_flight: Option<RequestId>,
-    retry: Retry,
-    not_before: Option<Instant>,
-    /// Waiting for the application to free memory: the budget's count of its frees then.
-    waiting_for_room: Option<u64>,
     /// Its next batch did not fit beside the rest of a response: fetch it on its own.
     solo: bool,
-    /// Its leader looked stale: wait for metadata newer than this cluster generation.
-    awaiting_metadata: Option<MetadataGeneration>,
-    /// KIP-392: fetch from this replica until the lease ends.
-    replica: Option<(NodeId, Instant)>,
+    /// The missing-topic error last reported, so it is reported once.
+    missing: Option<ErrorCode>,
+    retry: Retry,
+    /// The reset or validation this partition was last put in: it is in flight while that
+    /// request is (in `Fetcher::sent`), so answering a request releases its partitions
+    /// without visiting them.
+    in_flight: Option<RequestId>,
+    /// The broker whose fetch session it is placed in (invariant 9): it is in flight while
+    /// that broker's fetch is.
+    fetch_node: Option<NodeId>,
     /// The leader and leader epoch the position was last fetched from or validated
     /// against: another one in the metadata makes it validate first (invariant 7).
     leader_seen: Option<(NodeId, LeaderEpoch)>,
     end_offset: i64,
     /// The log start offset as the last answer gave it (-1 unknown).
     log_start: i64,
-    /// The missing-topic error last reported, so it is reported once.
-    missing: Option<ErrorCode>,
+    not_before: Option<Instant>,
+    /// The instant this partition is filed under in `Fetcher::timers` (invariant 8).
+    armed: Option<Instant>,
+    /// What only a partition that waits for memory or metadata, or reads from a
+    /// follower, needs: out of line, so that the others stay small.
+    rare: Option<Box<RareState>>,
+}
+
+/// What planning reads of a partition that an answer can change (invariant 9).
+#[derive(PartialEq)]
+struct Planned {
+    position: Position,
+    not_before: Option<Instant>,
+    rare: Option<RareState>,
+    solo: bool,
+}
+
+impl Planned {
+    fn of(p: &Part) -> Planned {
+        Planned {
+            position: p.position,
+            not_before: p.not_before,
+            rare: p.rare.as_deref().copied(),
+            solo: p.solo,
+        }
+    }
+}
+
+/// The rarely needed part of a partition's state (see `Part::rare`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct RareState {
+    /// Waiting for the application to free memory: the budget's count of its frees then.
+    waiting_for_room: Option<u64>,
+    /// Its leader looked stale: wait for metadata newer than this cluster generation.
+    awaiting_metadata: Option<MetadataGeneration>,
+    /// KIP-392: fetch from this replica until the lease ends.
+    replica: Option<(NodeId, Instant)>,
 }
 
 impl Part {
@@ -197,17 +255,41 @@ impl Part {
             epoch,
             position,
             paused: false,
-            in_flight: None,
-            retry: Retry::default(),
-            not_before: None,
-            waiting_for_room: None,
             solo: false,
-            awaiting_metadata: None,
-            replica: None,
+            missing: None,
+            retry: Retry::default(),
+            in_flight: None,
+            fetch_node: None,
             leader_seen: None,
             end_offset: -1,
             log_start: -1,
-            missing: None,
+            not_before: None,
+            armed: None,
+            rare: None,
+        }
+    }
+
+    fn waiting_for_room(&self) -> Option<u64> {
+        self.rare.as_ref().and_then(|d| d.waiting_for_room)
+    }
+
+    fn awaiting_metadata(&self) -> Option<MetadataGeneration> {
+        self.rare.as_ref().and_then(|d| d.awaiting_metadata)
+    }
+
+    fn replica(&self) -> Option<(NodeId, Instant)> {
+        self.rare.as_ref().and_then(|d| d.replica)
+    }
+
+    /// Changes the rarely needed state, keeping it out of line only while it holds
+    /// something.
+    fn with_rare(&mut self, f: impl FnOnce(&mut RareState)) {
+        let mut d = self.rare.as_deref().copied().unwrap_or_default();
+        f(&mut d);
+        match &mut self.rare {
+            _ if d == RareState::default() => self.rare = None,
+            Some(b) => **b = d,
+            None => self.rare = Some(Box::new(d)),
         }
     }
 
@@ -238,10 +320,11 @@ enum Sent {
     Fetch {
         node: NodeId,
         route: Route,
-        parts: Vec<(TopicPartition, PositionEpoch, i64)>,
         reserved: usize,
-        /// One partition asked for one batch.
-        solo: bool,
+        /// A sessionless request for one partition's next batch alone, at this position
+        /// epoch and offset; otherwise the request used the broker's session, which says
+        /// what each answered partition was fetched at (invariant 2).
+        solo: Option<(TopicPartition, PositionEpoch, i64)>,
     },
     Reset {
         route: Route,
@@ -262,6 +345,8 @@ struct FetchAnswerContext<'a> {
     node: NodeId,
     /// The request asked for one partition's next batch alone.
     solo: bool,
+    /// Partitions that now read from a preferred replica, with the end of its lease.
+    leases: Vec<(Instant, TopicPartition)>,
     /// The response body the partitions' records lie in.
     frame: &'a Arc<FetchedFrame>,
     now: Instant,
@@ -281,7 +366,8 @@ impl FetchAnswerContext<'_> {
     /// the answer asks for.
     fn await_metadata(&mut self, p: &mut Part, cluster: &Cluster) {
         self.need_metadata = true;
-        p.awaiting_metadata = Some(cluster.generation());
+        let generation = cluster.generation();
+        p.with_rare(|d| d.awaiting_metadata = Some(generation));
     }
 }
 
@@ -313,7 +399,7 @@ impl ApplyPartition<'_, '_> {
     fn leave_replica_after_error(&mut self, code: ErrorCode, cluster: &Cluster) {
         let (tp, node) = (&self.part.tp, self.answer.node);
         log::debug!("partition {tp}: {code} from replica {node}, back to the leader");
-        self.p.replica = None;
+        self.p.with_rare(|d| d.replica = None);
         if code != ErrorCode::OFFSET_OUT_OF_RANGE {
             if code.needs_metadata_refresh() {
                 self.answer.await_metadata(self.p, cluster);
@@ -349,7 +435,9 @@ impl ApplyPartition<'_, '_> {
         if preferred >= 0 && preferred != self.answer.node.0 {
             let r = NodeId(preferred);
             log::debug!("partition {}: fetching from preferred replica {r}", part.tp);
-            self.p.replica = Some((r, now + self.cfg.replica_lease));
+            let until = now + self.cfg.replica_lease;
+            self.p.with_rare(|d| d.replica = Some((r, until)));
+            self.answer.leases.push((until, part.tp.clone()));
             if cluster.broker(r).is_none() {
                 // Its address comes with newer metadata; until then the
                 // leader would only name it again, at once, in a loop.
@@ -444,7 +532,8 @@ impl ApplyPartition<'_, '_> {
                 ..
             }) => {
                 log::debug!("partition {tp}: batch at {offset} waits for memory");
-                self.p.waiting_for_room = Some(self.answer.frees_before);
+                let frees = self.answer.frees_before;
+                self.p.with_rare(|d| d.waiting_for_room = Some(frees));
                 self.budget.wake_on_app_free();
             }
             Some(Stop::NoRoom {
@@ -568,6 +657,9 @@ fn default_reset(
     Position::Reset { timestamp, from }
 }
 
+/// The most events whose room the event queue keeps once drained.
+const EVENTS_KEPT: usize = 1024;
+
 /// How many decompression buffers are kept for reuse (about one response's partitions).
 const DECODE_SPARES: usize = 16;
 
@@ -584,15 +676,326 @@ const MIN_EXPANSION: f64 = 0.5;
 /// fit is handled by fetching it alone).
 const MAX_EXPANSION: f64 = 16.0;
 
+/// Where planning puts one partition.
+enum Placement {
+    /// Nowhere: it is not to be fetched now (paused, backing off, waiting for memory or
+    /// metadata, no position, no leader).
+    Idle,
+    /// In a ListOffsets to its leader.
+    Reset(NodeId, Query),
+    /// In an OffsetForLeaderEpoch to its leader: the check, and the offset checked.
+    Validate(NodeId, Check, i64),
+    /// In the fetch session of this broker, with this state.
+    Fetch(NodeId, SessionPartition),
+}
+
+/// One planning pass over some partitions (invariant 9): what placing them reads, and the
+/// resets and validations it gathers (fetches go in the brokers' sessions).
+struct Planner<'a> {
+    now: Instant,
+    /// The budget's count of application frees.
+    frees: u64,
+    cluster: &'a Cluster,
+    /// The topic last looked up in the metadata (partitions come in topic order).
+    topic: Option<(Arc<str>, TopicLeaders<'a>)>,
+    events: &'a mut VecDeque<FetchEvent>,
+    metadata_waiters: &'a mut BTreeSet<TopicPartition>,
+    room_waiters: &'a mut BTreeSet<TopicPartition>,
+    nodes: &'a mut BTreeMap<NodeId, NodeFetch>,
+    fetching: &'a HashMap<NodeId, RequestId>,
+    sent: &'a HashMap<RequestId, Sent>,
+    resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>>,
+    checks: BTreeMap<NodeId, Vec<(Check, PositionEpoch, i64)>>,
+}
+
+impl<'a> Planner<'a> {
+    /// Places `tp`: a partition held by a request in flight is placed when the request
+    /// ends (invariant 1); any other goes where [`Planner::placement`] says, leaving the
+    /// fetch session it was in if that is another.
+    fn place(&mut self, tp: &TopicPartition, p: &mut Part) {
+        if p.in_flight.is_some_and(|id| self.sent.contains_key(&id)) {
+            return;
+        }
+        if let Some(n) = p.fetch_node.filter(|n| self.fetching.contains_key(n)) {
+            if let Some(nf) = self.nodes.get_mut(&n) {
+                nf.deferred.push(tp.clone());
+            }
+            return;
+        }
+        if !self.metadata_waiters.is_empty() {
+            self.metadata_waiters.remove(tp);
+        }
+        match self.placement(tp, p) {
+            Placement::Fetch(node, s) => {
+                if p.fetch_node != Some(node) {
+                    self.leave_session(tp, p);
+                }
+                let nf = self.nodes.entry(node).or_default();
+                nf.session.want(tp, s);
+                if p.solo && nf.solo.is_none() {
+                    nf.solo = Some(tp.clone());
+                }
+                p.fetch_node = Some(node);
+            }
+            Placement::Reset(leader, query) => {
+                self.leave_session(tp, p);
+                self.resets
+                    .entry(leader)
+                    .or_default()
+                    .push((query, p.epoch));
+            }
+            Placement::Validate(leader, check, offset) => {
+                self.leave_session(tp, p);
+                self.checks
+                    .entry(leader)
+                    .or_default()
+                    .push((check, p.epoch, offset));
+            }
+            Placement::Idle => self.leave_session(tp, p),
+        }
+    }
+
+    /// Takes `tp` out of the fetch session it is placed in (forgotten by that broker's
+    /// next fetch).
+    fn leave_session(&mut self, tp: &TopicPartition, p: &mut Part) {
+        if let Some(n) = p.fetch_node.take() {
+            if let Some(nf) = self.nodes.get_mut(&n) {
+                nf.session.unwant(tp);
+            }
+        }
+    }
+
+    /// Where `tp` goes now (invariant 3: a paused, backing-off or waiting partition goes
+    /// nowhere); a position whose leader moved turns to validation first (invariant 7).
+    fn placement(&mut self, tp: &TopicPartition, p: &mut Part) -> Placement {
+        if p.paused {
+            return Placement::Idle;
+        }
+        match p.not_before {
+            Some(t) if self.now < t => return Placement::Idle,
+            Some(_) => p.not_before = None,
+            None => {}
+        }
+        if let Some(frees) = p.waiting_for_room() {
+            if frees == self.frees {
+                self.room_waiters.insert(tp.clone());
+                return Placement::Idle;
+            }
+            p.with_rare(|d| d.waiting_for_room = None);
+        }
+        if let Some(generation) = p.awaiting_metadata() {
+            if generation == self.cluster.generation() {
+                self.metadata_waiters.insert(tp.clone());
+                return Placement::Idle;
+            }
+            p.with_rare(|d| d.awaiting_metadata = None);
+        }
+        if !matches!(
+            p.position,
+            Position::At { .. } | Position::Reset { .. } | Position::Validate { .. }
+        ) {
+            return Placement::Idle;
+        }
+        let leaders = match &self.topic {
+            Some((t, leaders)) if t == tp.topic_arc() => *leaders,
+            _ => {
+                let leaders = self.cluster.topic_leaders(tp.topic());
+                self.topic = Some((Arc::clone(tp.topic_arc()), leaders));
+                leaders
+            }
+        };
+        let (leader, leader_epoch) = match leaders.leader(tp.partition()) {
+            Leader::Known(n, e) => {
+                p.missing = None;
+                (n, e)
+            }
+            Leader::Unknown => {
+                self.metadata_waiters.insert(tp.clone());
+                return Placement::Idle;
+            }
+            Leader::Missing(code) => {
+                if p.missing != Some(code) {
+                    p.missing = Some(code);
+                    let e = Error::broker(code, format!("partition {tp} is not available"))
+                        .with_partition(tp.clone());
+                    self.events.push_back(FetchEvent::Error(e, Some(p.epoch)));
+                }
+                // Keep asking (spaced by the cluster): the topic may be created.
+                self.metadata_waiters.insert(tp.clone());
+                return Placement::Idle;
+            }
+        };
+        if let Position::At {
+            offset,
+            leader_epoch: last,
+        } = p.position
+        {
+            let moved = p
+                .leader_seen
+                .is_some_and(|seen| seen != (leader, leader_epoch));
+            if moved && last.known().is_some() && leader_epoch.known().is_some() {
+                log::debug!(
+                    "partition {tp}: leader {leader} at epoch {} since the last fetch; validating offset {offset} first",
+                    leader_epoch.0
+                );
+                p.position = Position::Validate {
+                    offset,
+                    leader_epoch: last,
+                };
+            } else {
+                p.leader_seen = Some((leader, leader_epoch));
+            }
+        }
+        match p.position {
+            Position::Validate {
+                offset,
+                leader_epoch: last,
+            } => Placement::Validate(
+                leader,
+                Check {
+                    tp: tp.clone(),
+                    current_leader_epoch: leader_epoch,
+                    leader_epoch: last,
+                },
+                offset,
+            ),
+            Position::Reset { timestamp, .. } => Placement::Reset(
+                leader,
+                Query {
+                    tp: tp.clone(),
+                    timestamp,
+                    leader_epoch,
+                },
+            ),
+            Position::At { offset, .. } => {
+                let node = match p.replica() {
+                    Some((r, until)) if self.now < until && self.cluster.broker(r).is_some() => r,
+                    Some(_) => {
+                        p.with_rare(|d| d.replica = None);
+                        leader
+                    }
+                    None => leader,
+                };
+                Placement::Fetch(
+                    node,
+                    SessionPartition {
+                        topic_id: leaders.id(),
+                        fetch_offset: offset,
+                        epoch: p.epoch,
+                        current_leader_epoch: leader_epoch.0,
+                    },
+                )
+            }
+            _ => Placement::Idle,
+        }
+    }
+}
+
+/// The instants at which partitions come out of a backoff, in order, so that
+/// [`Fetcher::poll_timeout`] finds the next one without visiting every partition
+/// (invariant 8). Instants that have passed are dropped as planning goes by.
+#[derive(Debug, Default)]
+struct Timers {
+    at: BTreeMap<Instant, BTreeSet<TopicPartition>>,
+}
+
+impl Timers {
+    /// Whether a partition's `not_before` can make it fetchable (or ask for its committed
+    /// offset) when it passes: what `poll_timeout` reports.
+    fn wanted(p: &Part) -> Option<Instant> {
+        let timed = matches!(
+            p.position,
+            Position::At { .. }
+                | Position::Reset { .. }
+                | Position::Validate { .. }
+                | Position::AwaitCommitted
+        );
+        p.not_before.filter(|_| timed && !p.paused)
+    }
+
+    /// Files `tp` under the instant its state asks for (if any), and no other.
+    fn arm(&mut self, tp: &TopicPartition, p: &mut Part) {
+        let want = Timers::wanted(p);
+        if want != p.armed {
+            self.disarm(tp, p);
+            if let Some(t) = want {
+                self.at.entry(t).or_default().insert(tp.clone());
+            }
+            p.armed = want;
+        }
+    }
+
+    /// Takes `tp` out of the timers (it is unassigned or starts afresh).
+    fn disarm(&mut self, tp: &TopicPartition, p: &mut Part) {
+        if let Some(t) = p.armed.take() {
+            if let Some(set) = self.at.get_mut(&t) {
+                set.remove(tp);
+                if set.is_empty() {
+                    self.at.remove(&t);
+                }
+            }
+        }
+    }
+
+    /// Takes out the partitions filed under instants up to `now` (`poll_timeout` never
+    /// returns those): their backoff is over, planning looks at them again.
+    fn take_due(&mut self, now: Instant) -> Vec<TopicPartition> {
+        let mut due = Vec::new();
+        while self.at.first_key_value().is_some_and(|(t, _)| *t <= now) {
+            if let Some((_, tps)) = self.at.pop_first() {
+                due.extend(tps);
+            }
+        }
+        due
+    }
+}
+
+/// One broker's side of fetching: its fetch session, which holds the partitions placed
+/// with it (invariant 9), and what waits for its fetch in flight.
+#[derive(Debug, Default)]
+struct NodeFetch {
+    session: FetchSession,
+    /// Partitions that changed while this broker's fetch held them: planned again when it
+    /// ends (invariant 9).
+    deferred: Vec<TopicPartition>,
+    /// A partition placed here whose next batch did not fit beside the rest of a response:
+    /// the next fetch is for it alone.
+    solo: Option<TopicPartition>,
+}
+
 /// The fetcher. See the module documentation.
 pub(crate) struct Fetcher {
     cfg: FetchConfig,
     parts: BTreeMap<TopicPartition, Part>,
-    sessions: HashMap<NodeId, FetchSession>,
+    /// Per broker: its fetch session and what waits for its fetch.
+    nodes: BTreeMap<NodeId, NodeFetch>,
     /// Brokers with a fetch in flight.
     fetching: HashMap<NodeId, RequestId>,
     /// Broker-level backoff after top-level fetch errors.
     node_backoff: HashMap<NodeId, (Retry, Instant)>,
+    /// Partitions by the instant their backoff ends.
+    timers: Timers,
+    /// Partitions whose placement may have changed since the last plan (invariant 9).
+    dirty: BTreeSet<TopicPartition>,
+    /// Every partition is to be planned again (the assignment changed).
+    all_dirty: bool,
+    /// The metadata generation the partitions were last all planned under: a newer one
+    /// plans them all again (leaders, epochs and replicas may have moved).
+    planned_generation: Option<MetadataGeneration>,
+    /// Partitions waiting for metadata (invariant 10).
+    metadata_waiters: BTreeSet<TopicPartition>,
+    /// Partitions waiting for the application to free memory (and maybe some no longer
+    /// waiting), planned again once it has: `room_seen` is the budget's count of frees
+    /// when they were last looked at.
+    room_waiters: BTreeSet<TopicPartition>,
+    room_seen: u64,
+    /// Partitions reading from a preferred replica, by the end of its lease (and maybe
+    /// some no longer reading from it): planned again when it ends.
+    leases: BTreeMap<Instant, Vec<TopicPartition>>,
+    /// Every partition waiting to be handed to the group for its committed offset (and
+    /// maybe some that no longer are), so that handing them over does not walk the
+    /// assignment on every pass of the I/O loop.
+    await_committed: BTreeSet<TopicPartition>,
     sent: HashMap<RequestId, Sent>,
     rotation: HashMap<NodeId, usize>,
     queue: VecDeque<Transmit>,
@@ -621,9 +1024,18 @@ impl Fetcher {
         Fetcher {
             cfg,
             parts: BTreeMap::new(),
-            sessions: HashMap::new(),
+            nodes: BTreeMap::new(),
             fetching: HashMap::new(),
             node_backoff: HashMap::new(),
+            timers: Timers::default(),
+            dirty: BTreeSet::new(),
+            all_dirty: false,
+            planned_generation: None,
+            metadata_waiters: BTreeSet::new(),
+            room_waiters: BTreeSet::new(),
+            room_seen: 0,
+            leases: BTreeMap::new(),
+            await_committed: BTreeSet::new(),
             sent: HashMap::new(),
             rotation: HashMap::new(),
             queue: VecDeque::new(),
@@ -662,27 +1074,74 @@ impl Fetcher {
     }
 
     /// Replaces the assignment. Partitions that stay with the same epoch keep their state.
+    /// Every partition is planned again (invariant 9); the map is built anew from the
+    /// sorted list, which packs it.
     pub fn assign(
         &mut self,
-        list: Vec<(TopicPartition, PositionEpoch, SeekTo)>,
+        mut list: Vec<(TopicPartition, PositionEpoch, SeekTo)>,
         cluster: &mut Cluster,
     ) {
-        let keep: std::collections::HashSet<&TopicPartition> =
-            list.iter().map(|(tp, _, _)| tp).collect();
-        self.parts.retain(|tp, _| keep.contains(tp));
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list.dedup_by(|later, first| later.0 == first.0);
+        let mut old = std::mem::take(&mut self.parts).into_iter().peekable();
+        let mut parts = Vec::with_capacity(list.len());
+        // The partitions of a topic share one allocation of its name (and compare fast).
+        let mut topic: Option<Arc<str>> = None;
         for (tp, epoch, to) in list {
-            if self.parts.get(&tp).is_some_and(|p| p.epoch == epoch) {
-                continue;
+            let tp = match &topic {
+                Some(t) if **t == *tp.topic() => TopicPartition::new(Arc::clone(t), tp.partition()),
+                _ => {
+                    topic = Some(Arc::clone(tp.topic_arc()));
+                    tp
+                }
+            };
+            while let Some((gone, mut p)) = old.next_if(|(o, _)| *o < tp) {
+                self.unassigned(&gone, &mut p);
             }
-            let position = self.start(&tp, epoch, to);
-            self.parts.insert(tp, Part::new(epoch, position));
+            let kept = old.next_if(|(o, _)| *o == tp).map(|(_, p)| p);
+            let p = match kept {
+                Some(p) if p.epoch == epoch => p,
+                kept => {
+                    let position = self.start(&tp, epoch, to);
+                    if position == Position::AwaitCommitted {
+                        self.await_committed.insert(tp.clone());
+                    }
+                    let mut p = Part::new(epoch, position);
+                    if let Some(mut before) = kept {
+                        // Requests in flight stay accounted for (invariant 1); their
+                        // answers are stale by epoch.
+                        self.timers.disarm(&tp, &mut before);
+                        p.in_flight = before.in_flight;
+                        p.fetch_node = before.fetch_node;
+                    }
+                    p
+                }
+            };
+            parts.push((tp, p));
         }
-        let topics: Vec<Arc<str>> = self
-            .parts
-            .keys()
-            .map(|tp| Arc::clone(tp.topic_arc()))
-            .collect();
+        for (gone, mut p) in old {
+            self.unassigned(&gone, &mut p);
+        }
+        self.parts = parts.into_iter().collect();
+        self.all_dirty = true;
+        let mut topics: Vec<Arc<str>> = Vec::new();
+        for tp in self.parts.keys() {
+            if topics.last().is_none_or(|t| t != tp.topic_arc()) {
+                topics.push(Arc::clone(tp.topic_arc()));
+            }
+        }
         cluster.set_interest(Interest::Assignment, topics);
+    }
+
+    /// `tp` is no longer assigned: out of the timers, its fetch session and the waiters.
+    fn unassigned(&mut self, tp: &TopicPartition, p: &mut Part) {
+        self.timers.disarm(tp, p);
+        if let Some(n) = p.fetch_node.take() {
+            if let Some(nf) = self.nodes.get_mut(&n) {
+                nf.session.unwant(tp);
+            }
+        }
+        self.metadata_waiters.remove(tp);
     }
 
     /// Moves one partition's position (a seek, or a resume after a pause); keeps its pause
@@ -692,13 +1151,20 @@ impl Fetcher {
             return;
         }
         let position = self.start(tp, epoch, to);
+        if position == Position::AwaitCommitted {
+            self.await_committed.insert(tp.clone());
+        }
         if let Some(p) = self.parts.get_mut(tp) {
             let paused = p.paused && !resume;
-            // An in-flight request stays accounted for; its answer is stale by epoch.
-            let in_flight = p.in_flight;
+            // Requests in flight stay accounted for (invariant 1); their answers are stale
+            // by epoch.
+            let (in_flight, fetch_node) = (p.in_flight, p.fetch_node);
+            self.timers.disarm(tp, p);
             *p = Part::new(epoch, position);
             p.paused = paused;
             p.in_flight = in_flight;
+            p.fetch_node = fetch_node;
+            self.dirty.insert(tp.clone());
         }
     }
 
@@ -707,20 +1173,33 @@ impl Fetcher {
         for tp in tps {
             if let Some(p) = self.parts.get_mut(tp) {
                 p.paused = true;
+                self.timers.arm(tp, p);
+                self.dirty.insert(tp.clone());
             }
         }
     }
 
     /// Partitions waiting for their committed offset, now marked as asked for.
+    /// Only the partitions in `await_committed` are visited (those no longer waiting leave
+    /// it).
     pub fn take_committed_wanted(&mut self, now: Instant) -> Vec<(TopicPartition, PositionEpoch)> {
         let mut out = Vec::new();
-        for (tp, p) in &mut self.parts {
-            let waiting = p.not_before.is_some_and(|t| now < t);
-            if p.position == Position::AwaitCommitted && !p.paused && !waiting {
-                p.position = Position::CommittedRequested;
-                out.push((tp.clone(), p.epoch));
+        let parts = &mut self.parts;
+        self.await_committed.retain(|tp| {
+            let Some(p) = parts.get_mut(tp) else {
+                return false;
+            };
+            if p.position != Position::AwaitCommitted {
+                return false;
             }
-        }
+            let waiting = p.not_before.is_some_and(|t| now < t);
+            if p.paused || waiting {
+                return true;
+            }
+            p.position = Position::CommittedRequested;
+            out.push((tp.clone(), p.epoch));
+            false
+        });
         out
     }
 
@@ -731,7 +1210,9 @@ impl Fetcher {
         epoch: PositionEpoch,
         committed: Option<(i64, LeaderEpoch)>,
     ) {
-        let Some(p) = self.parts.get(tp) else { return };
+        let Some(p) = self.parts.get_mut(tp) else {
+            return;
+        };
         if p.epoch != epoch || p.position != Position::CommittedRequested {
             return;
         }
@@ -760,9 +1241,9 @@ impl Fetcher {
             }
             None => default_reset(&self.cfg, &mut self.events, tp, epoch, None, None),
         };
-        if let Some(p) = self.parts.get_mut(tp) {
-            p.position = position;
-        }
+        p.position = position;
+        self.timers.arm(tp, p);
+        self.dirty.insert(tp.clone());
     }
 
     /// Fetching the committed offset of `tp` failed: ask again after a backoff.
@@ -772,6 +1253,8 @@ impl Fetcher {
             if p.epoch == epoch && p.position == Position::CommittedRequested {
                 p.position = Position::AwaitCommitted;
                 p.backoff(now, &policy, &mut *self.jitter);
+                self.timers.arm(tp, p);
+                self.await_committed.insert(tp.clone());
             }
         }
     }
@@ -798,146 +1281,40 @@ impl Fetcher {
         self.queue.pop_front()
     }
 
+    /// One planning pass: the partitions whose placement may have changed are placed
+    /// (invariant 9), resets and validations go out, then each broker's fetch.
     fn plan(&mut self, now: Instant, links: &mut Links, cluster: &mut Cluster) {
         self.spares.reclaim_if_starved();
-        let frees = self.budget.app_frees();
-        let mut resets: BTreeMap<NodeId, Vec<(Query, PositionEpoch)>> = BTreeMap::new();
-        let mut checks: BTreeMap<NodeId, Vec<(Check, PositionEpoch, i64)>> = BTreeMap::new();
-        let mut fetches: BTreeMap<NodeId, Vec<(WantedPartition, PositionEpoch)>> = BTreeMap::new();
-        let mut solos: BTreeMap<NodeId, TopicPartition> = BTreeMap::new();
-        let mut need_metadata = false;
-        // The partitions' topic in the metadata, looked up once per topic (the partitions
-        // come in topic order).
-        let view: &Cluster = cluster;
-        let mut topic: Option<(Arc<str>, TopicLeaders<'_>)> = None;
-        // Whether the request last looked at is in flight (most partitions share one).
-        let mut live: Option<(RequestId, bool)> = None;
-        for (tp, p) in self.parts.iter_mut() {
-            let in_flight = p.in_flight.is_some_and(|id| match live {
-                Some((last, is)) if last == id => is,
-                _ => live.insert((id, self.sent.contains_key(&id))).1,
-            });
-            if p.paused || in_flight || p.not_before.is_some_and(|t| now < t) {
-                continue;
+        self.mark_due(now, cluster);
+        let all = std::mem::take(&mut self.all_dirty);
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut planner = Planner {
+            now,
+            frees: self.room_seen,
+            cluster,
+            topic: None,
+            events: &mut self.events,
+            metadata_waiters: &mut self.metadata_waiters,
+            room_waiters: &mut self.room_waiters,
+            nodes: &mut self.nodes,
+            fetching: &self.fetching,
+            sent: &self.sent,
+            resets: BTreeMap::new(),
+            checks: BTreeMap::new(),
+        };
+        if all {
+            for (tp, p) in self.parts.iter_mut() {
+                planner.place(tp, p);
             }
-            if p.waiting_for_room.is_some_and(|r| r == frees) {
-                continue;
-            }
-            p.waiting_for_room = None;
-            if p.awaiting_metadata
-                .is_some_and(|g| g == cluster.generation())
-            {
-                need_metadata = true;
-                continue;
-            }
-            p.awaiting_metadata = None;
-            if !matches!(
-                p.position,
-                Position::At { .. } | Position::Reset { .. } | Position::Validate { .. }
-            ) {
-                continue;
-            }
-            let leaders = match &topic {
-                Some((t, leaders)) if t == tp.topic_arc() => leaders,
-                _ => {
-                    let leaders = view.topic_leaders(tp.topic());
-                    &topic.insert((Arc::clone(tp.topic_arc()), leaders)).1
+        } else {
+            for tp in &dirty {
+                if let Some(p) = self.parts.get_mut(tp) {
+                    planner.place(tp, p);
                 }
-            };
-            let (leader, leader_epoch) = match leaders.leader(tp.partition()) {
-                Leader::Known(n, e) => {
-                    p.missing = None;
-                    (n, e)
-                }
-                Leader::Unknown => {
-                    need_metadata = true;
-                    continue;
-                }
-                Leader::Missing(code) => {
-                    if p.missing != Some(code) {
-                        p.missing = Some(code);
-                        let e = Error::broker(code, format!("partition {tp} is not available"))
-                            .with_partition(tp.clone());
-                        self.events.push_back(FetchEvent::Error(e, Some(p.epoch)));
-                    }
-                    // Keep asking (spaced by the cluster): the topic may be created.
-                    need_metadata = true;
-                    continue;
-                }
-            };
-            if let Position::At {
-                offset,
-                leader_epoch: last,
-            } = p.position
-            {
-                let moved = p
-                    .leader_seen
-                    .is_some_and(|seen| seen != (leader, leader_epoch));
-                if moved && last.known().is_some() && leader_epoch.known().is_some() {
-                    log::debug!(
-                        "partition {tp}: leader {leader} at epoch {} since the last fetch; validating offset {offset} first",
-                        leader_epoch.0
-                    );
-                    p.position = Position::Validate {
-                        offset,
-                        leader_epoch: last,
-                    };
-                } else {
-                    p.leader_seen = Some((leader, leader_epoch));
-                }
-            }
-            match p.position {
-                Position::Validate {
-                    offset,
-                    leader_epoch: last,
-                } => {
-                    checks.entry(leader).or_default().push((
-                        Check {
-                            tp: tp.clone(),
-                            current_leader_epoch: leader_epoch,
-                            leader_epoch: last,
-                        },
-                        p.epoch,
-                        offset,
-                    ));
-                }
-                Position::Reset { timestamp, .. } => {
-                    resets.entry(leader).or_default().push((
-                        Query {
-                            tp: tp.clone(),
-                            timestamp,
-                            leader_epoch,
-                        },
-                        p.epoch,
-                    ));
-                }
-                Position::At { offset, .. } => {
-                    let node = match p.replica {
-                        Some((r, until)) if now < until && cluster.broker(r).is_some() => r,
-                        Some(_) => {
-                            p.replica = None;
-                            leader
-                        }
-                        None => leader,
-                    };
-                    if p.solo {
-                        solos.entry(node).or_insert_with(|| tp.clone());
-                    }
-                    fetches.entry(node).or_default().push((
-                        WantedPartition {
-                            tp: tp.clone(),
-                            topic_id: leaders.id(),
-                            fetch_offset: offset,
-                            current_leader_epoch: leader_epoch.0,
-                            max_bytes: self.cfg.max_partition_fetch_bytes,
-                        },
-                        p.epoch,
-                    ));
-                }
-                _ => {}
             }
         }
-        if need_metadata {
+        let (resets, checks) = (planner.resets, planner.checks);
+        if !self.metadata_waiters.is_empty() {
             cluster.request_update();
         }
         for (node, list) in resets {
@@ -946,7 +1323,48 @@ impl Fetcher {
         for (node, list) in checks {
             self.plan_validate(node, list, now, links);
         }
-        if fetches.is_empty() {
+        self.plan_fetches(now, links);
+    }
+
+    /// Marks the partitions whose wait is over (invariant 9): a backoff or a replica's
+    /// lease that ended, memory the application freed, newer metadata (all of them).
+    fn mark_due(&mut self, now: Instant, cluster: &Cluster) {
+        for tp in self.timers.take_due(now) {
+            if let Some(p) = self.parts.get_mut(&tp) {
+                p.armed = None;
+            }
+            self.dirty.insert(tp);
+        }
+        while let Some(e) = self.leases.first_entry() {
+            if *e.key() > now {
+                break;
+            }
+            self.dirty.extend(e.remove());
+        }
+        let frees = self.budget.app_frees();
+        if frees != self.room_seen {
+            self.room_seen = frees;
+            let waiting = std::mem::take(&mut self.room_waiters);
+            self.dirty.extend(waiting);
+        }
+        let generation = cluster.generation();
+        if self.planned_generation != Some(generation) {
+            self.planned_generation = Some(generation);
+            self.all_dirty = true;
+            self.metadata_waiters.clear();
+        }
+    }
+
+    /// Sends each broker's fetch: the changes to its session (or, alone, a partition
+    /// whose batch did not fit beside others), within the byte budget.
+    fn plan_fetches(&mut self, now: Instant, links: &mut Links) {
+        let ready: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(n, nf)| nf.session.wanted() > 0 && !self.fetching.contains_key(n))
+            .map(|(n, _)| *n)
+            .collect();
+        if ready.is_empty() {
             return;
         }
         // Fetch only with a useful share of the budget free (or nothing held at all): an
@@ -966,18 +1384,11 @@ impl Fetcher {
                 return;
             }
         }
-        for (node, mut wanted) in fetches {
+        for node in ready {
             if room == 0 {
                 break;
             }
-            // A partition whose batch did not fit beside others goes alone, for one batch.
-            let solo = solos.get(&node);
-            if let Some(tp) = solo {
-                wanted.retain(|(w, _)| w.tp == *tp);
-            }
-            if self.fetching.contains_key(&node)
-                || self.node_backoff.get(&node).is_some_and(|(_, t)| now < *t)
-            {
+            if self.node_backoff.get(&node).is_some_and(|(_, t)| now < *t) {
                 continue;
             }
             let route = Route::node(node, Lane::Fetch);
@@ -989,6 +1400,8 @@ impl Fetcher {
                 self.report_unsupported(node, msg);
                 continue;
             };
+            // A partition whose batch did not fit beside others goes alone, for one batch.
+            let solo = self.solo_at(node);
             // Room for the response and for what it decodes into (decompression, the
             // record index), as recent responses did; a solo fetch asks for one batch
             // (KIP-74 returns it whole).
@@ -1000,8 +1413,20 @@ impl Fetcher {
                     .max(1)
             };
             room = room.saturating_sub((max_bytes as f64 * (1.0 + self.expansion)) as usize);
-            self.queue_fetch(node, route, v, wanted, max_bytes, solo.is_some());
+            self.queue_fetch(node, route, v, max_bytes, solo);
         }
+    }
+
+    /// The partition placed with `node` that is to be fetched alone, with its state, if
+    /// it still is.
+    fn solo_at(&mut self, node: NodeId) -> Option<(TopicPartition, SessionPartition)> {
+        let nf = self.nodes.get_mut(&node)?;
+        let tp = nf.solo.take()?;
+        self.parts
+            .get(&tp)
+            .filter(|p| p.solo && p.fetch_node == Some(node))?;
+        let s = *nf.session.wanted_state(&tp)?;
+        Some((tp, s))
     }
 
     fn report_unsupported(&mut self, node: NodeId, msg: String) {
@@ -1021,6 +1446,8 @@ impl Fetcher {
         links: &mut Links,
     ) {
         let Some((route, versions, id, tag)) = self.control_request(node, now, links) else {
+            // Planned again until the link is ready.
+            self.dirty.extend(list.into_iter().map(|(q, _)| q.tp));
             return;
         };
         let queries: Vec<Query> = list.iter().map(|(q, _)| q.clone()).collect();
@@ -1052,6 +1479,7 @@ impl Fetcher {
                 for (q, _) in &list {
                     if let Some(p) = self.parts.get_mut(&q.tp) {
                         p.backoff(now, &policy, &mut *self.jitter);
+                        self.timers.arm(&q.tp, p);
                     }
                 }
             }
@@ -1085,29 +1513,6 @@ impl Fetcher {
         }
     }
 
-    /// Marks `parts` (in partition order) as in request `id`: a few are looked up, many
-    /// are found in one ordered walk over the assignment, which costs less than a look-up
-    /// each.
-    fn mark_in_flight_sorted(
-        &mut self,
-        parts: &[(TopicPartition, PositionEpoch, i64)],
-        id: RequestId,
-    ) {
-        let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
-            return;
-        };
-        if parts.len() < 64 {
-            return self.mark_in_flight(parts.iter().map(|(tp, _, _)| tp), id);
-        }
-        let mut wanted = parts.iter().map(|(tp, _, _)| tp).peekable();
-        for (tp, p) in self.parts.range_mut(&first.0..=&last.0) {
-            while wanted.next_if(|w| *w < tp).is_some() {}
-            if wanted.next_if(|w| *w == tp).is_some() {
-                p.in_flight = Some(id);
-            }
-        }
-    }
-
     /// Sends the validation of `list` (positions led by `node`), or, when the broker
     /// speaks no OffsetForLeaderEpoch from v3, takes the positions as they are.
     fn plan_validate(
@@ -1118,6 +1523,8 @@ impl Fetcher {
         links: &mut Links,
     ) {
         let Some((route, versions, id, tag)) = self.control_request(node, now, links) else {
+            // Planned again until the link is ready.
+            self.dirty.extend(list.into_iter().map(|(c, _, _)| c.tp));
             return;
         };
         let checks: Vec<Check> = list.iter().map(|(c, _, _)| c.clone()).collect();
@@ -1141,40 +1548,52 @@ impl Fetcher {
                         };
                         p.leader_seen = Some((node, c.current_leader_epoch));
                     }
+                    self.dirty.insert(c.tp);
                 }
                 self.replan = true;
             }
         }
     }
 
+    /// Queues the fetch to `node`: the changes to its session, or `solo` alone in a
+    /// sessionless request that leaves the session as it is (invariant 2).
     fn queue_fetch(
         &mut self,
         node: NodeId,
         route: Route,
         v: ApiVersion,
-        mut wanted: Vec<(WantedPartition, PositionEpoch)>,
         max_bytes: usize,
-        solo: bool,
+        solo: Option<(TopicPartition, SessionPartition)>,
     ) {
-        let ids_known = wanted.iter().all(|(w, _)| !w.topic_id.is_zero());
-        let v = if ids_known { v } else { v.min(ApiVersion(12)) };
-        let use_ids = v.get() >= 13;
         let id = self.next_id.take_next();
-        // In partition order (as planned), which the session's merge and the answer's
-        // look-ups (a binary search, see `on_fetch`) rely on.
-        if !wanted.windows(2).all(|w| w[0].0.tp <= w[1].0.tp) {
-            wanted.sort_by(|a, b| a.0.tp.cmp(&b.0.tp));
-        }
-        let parts: Vec<(TopicPartition, PositionEpoch, i64)> = wanted
-            .iter()
-            .map(|(w, e)| (w.tp.clone(), *e, w.fetch_offset))
-            .collect();
-        let session = self.sessions.entry(node).or_default();
-        let mut plan = session.plan(
-            wanted.into_iter().map(|(w, _)| w).collect(),
-            v.get() >= 7,
-            use_ids,
-        );
+        let partition_max = self.cfg.max_partition_fetch_bytes;
+        let nf = self.nodes.entry(node).or_default();
+        let (mut plan, v, solo) = match solo {
+            Some((tp, s)) => {
+                let v = if s.topic_id.is_zero() {
+                    v.min(ApiVersion(12))
+                } else {
+                    v
+                };
+                let plan = FetchPlan {
+                    session_id: 0,
+                    session_epoch: -1,
+                    partitions: vec![s.on_wire(&tp, partition_max)],
+                    forgotten: Vec::new(),
+                    full: true,
+                };
+                (plan, v, Some((tp, s.epoch, s.fetch_offset)))
+            }
+            None => {
+                let v = if nf.session.ids_known() {
+                    v
+                } else {
+                    v.min(ApiVersion(12))
+                };
+                let plan = nf.session.plan(v.get() >= 7, v.get() >= 13, partition_max);
+                (plan, v, None)
+            }
+        };
         // Rotate for fairness: the broker fills partitions in request order.
         let turn = self.rotation.entry(node).or_insert(0);
         let n = plan.partitions.len().max(1);
@@ -1202,7 +1621,9 @@ impl Fetcher {
         let mut forgotten: Vec<ForgottenTopic> = Vec::new();
         for (tp, tid) in &plan.forgotten {
             match forgotten.last_mut() {
-                Some(t) if t.topic == tp.topic() => t.partitions.push(tp.partition()),
+                Some(t) if t.topic == tp.topic() && t.topic_id == *tid => {
+                    t.partitions.push(tp.partition())
+                }
                 _ => forgotten.push(ForgottenTopic {
                     topic: tp.topic().to_owned(),
                     topic_id: *tid,
@@ -1227,7 +1648,6 @@ impl Fetcher {
             owner: Owner::Fetcher,
             id,
         };
-        self.mark_in_flight_sorted(&parts, id);
         self.reserved += max_bytes;
         self.fetching.insert(node, id);
         self.sent.insert(
@@ -1235,7 +1655,6 @@ impl Fetcher {
             Sent::Fetch {
                 node,
                 route,
-                parts,
                 reserved: max_bytes,
                 solo,
             },
@@ -1247,12 +1666,26 @@ impl Fetcher {
     // ----- answers -----------------------------------------------------------------------
 
     /// Releases the partitions of request `id` and returns what it was: its partitions are
-    /// no longer in flight once it is out of `sent` (see `Part::in_flight`).
+    /// no longer in flight once it is out of `sent` (see `Part::in_flight`), or, for a
+    /// fetch, once its broker is out of `fetching` (see `Part::fetch_node`). Those of a
+    /// reset or validation, and those a fetch held while they changed, are planned again
+    /// (invariant 9).
     fn release(&mut self, id: RequestId) -> Option<Sent> {
         let sent = self.sent.remove(&id)?;
-        if let Sent::Fetch { node, reserved, .. } = &sent {
-            self.reserved -= reserved;
-            self.fetching.remove(node);
+        match &sent {
+            Sent::Fetch { node, reserved, .. } => {
+                self.reserved -= reserved;
+                self.fetching.remove(node);
+                if let Some(nf) = self.nodes.get_mut(node) {
+                    self.dirty.extend(nf.deferred.drain(..));
+                }
+            }
+            Sent::Reset { parts, .. } => {
+                self.dirty.extend(parts.iter().map(|(tp, ..)| tp.clone()));
+            }
+            Sent::Validate { parts, .. } => {
+                self.dirty.extend(parts.iter().map(|(tp, ..)| tp.clone()));
+            }
         }
         Some(sent)
     }
@@ -1264,8 +1697,8 @@ impl Fetcher {
         let policy = self.cfg.retry_backoff;
         match sent {
             Sent::Fetch { node, .. } => {
-                if let Some(s) = self.sessions.get_mut(&node) {
-                    s.disconnected();
+                if let Some(nf) = self.nodes.get_mut(&node) {
+                    nf.session.disconnected();
                 }
                 self.replica_unreachable(node);
             }
@@ -1273,6 +1706,7 @@ impl Fetcher {
                 for (tp, epoch, _) in parts {
                     if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
                         p.backoff(now, &policy, &mut *self.jitter);
+                        self.timers.arm(&tp, p);
                     }
                 }
             }
@@ -1280,6 +1714,7 @@ impl Fetcher {
                 for (tp, epoch, ..) in parts {
                     if let Some(p) = self.parts.get_mut(&tp).filter(|p| p.epoch == epoch) {
                         p.backoff(now, &policy, &mut *self.jitter);
+                        self.timers.arm(&tp, p);
                     }
                 }
             }
@@ -1297,11 +1732,16 @@ impl Fetcher {
     /// The fetch link to `node` failed (it could not be opened, or a fetch on it got no
     /// answer): partitions reading from `node` as their preferred read replica go back to
     /// their leader (KIP-392), rather than wait for the replica until the lease ends.
+    /// Only the partitions with a lease are visited.
     pub fn replica_unreachable(&mut self, node: NodeId) {
-        for (tp, p) in &mut self.parts {
-            if p.replica.is_some_and(|(r, _)| r == node) {
+        for tp in self.leases.values().flatten() {
+            let Some(p) = self.parts.get_mut(tp) else {
+                continue;
+            };
+            if p.replica().is_some_and(|(r, _)| r == node) {
                 log::debug!("partition {tp}: replica {node} unreachable, back to the leader");
-                p.replica = None;
+                p.with_rare(|d| d.replica = None);
+                self.dirty.insert(tp.clone());
             }
         }
     }
@@ -1319,12 +1759,8 @@ impl Fetcher {
         let Some(sent) = self.release(id) else { return };
         match sent {
             Sent::Fetch {
-                node,
-                route,
-                parts,
-                solo,
-                ..
-            } => self.on_fetch(node, route, parts, solo, version, body, now, links, cluster),
+                node, route, solo, ..
+            } => self.on_fetch(node, route, solo, version, body, now, links, cluster),
             Sent::Reset { route, parts } => {
                 self.on_reset(route, parts, version, &body, now, links, cluster)
             }
@@ -1342,8 +1778,7 @@ impl Fetcher {
         &mut self,
         node: NodeId,
         route: Route,
-        sent: Vec<(TopicPartition, PositionEpoch, i64)>,
-        solo: bool,
+        solo: Option<(TopicPartition, PositionEpoch, i64)>,
         version: ApiVersion,
         body: FrameBuf,
         now: Instant,
@@ -1354,14 +1789,15 @@ impl Fetcher {
         let Some(resp) = self.decode_fetch_answer(node, route, version, &frame, now, links) else {
             return;
         };
-        if !self.apply_top_level_answer(node, route, &resp, now) {
+        if !self.apply_top_level_answer(node, route, solo.is_none(), &resp, now) {
             return;
         }
-        // `sent` is in partition order (`queue_fetch`): each answered partition is found by
-        // a binary search, not through a map of every partition asked for.
+        // Each answered partition is matched to what it was fetched at through the
+        // session (or the one partition fetched alone), not a list of the request's.
         let mut answer = FetchAnswerContext {
             node,
-            solo,
+            solo: solo.is_some(),
+            leases: Vec::new(),
             frame: &frame,
             now,
             frees_before: self.budget.app_frees(),
@@ -1376,10 +1812,16 @@ impl Fetcher {
             };
             for data in &t.partitions {
                 let tp = TopicPartition::new(Arc::clone(&name), data.partition_index);
-                let Ok(i) = sent.binary_search_by(|(t, _, _)| t.cmp(&tp)) else {
+                let at = match &solo {
+                    Some((alone, epoch, offset)) => (*alone == tp).then_some((*epoch, *offset)),
+                    None => self
+                        .nodes
+                        .get(&node)
+                        .and_then(|nf| nf.session.fetched_at(&tp)),
+                };
+                let Some((epoch, offset)) = at else {
                     continue;
                 };
-                let (_, epoch, offset) = sent[i];
                 let part = PartitionAnswer {
                     tp,
                     epoch,
@@ -1388,6 +1830,9 @@ impl Fetcher {
                 };
                 self.apply_partition_answer(&mut answer, &part, cluster);
             }
+        }
+        for (until, tp) in std::mem::take(&mut answer.leases) {
+            self.leases.entry(until).or_default().push(tp);
         }
         self.learn_from_fetch_answer(&answer, cluster);
     }
@@ -1411,8 +1856,8 @@ impl Fetcher {
                     Error::decode(e, format!("malformed Fetch response from {route}")),
                     None,
                 ));
-                if let Some(s) = self.sessions.get_mut(&node) {
-                    s.disconnected();
+                if let Some(nf) = self.nodes.get_mut(&node) {
+                    nf.session.disconnected();
                 }
                 self.node_failed(node, now);
                 None
@@ -1422,16 +1867,19 @@ impl Fetcher {
 
     /// Applies the session part and the top-level error of a Fetch answer; whether its
     /// partitions are to be applied (no top-level error: the broker's backoff ends).
+    /// `session`: the request used the broker's fetch session (it was not a sessionless
+    /// one for a batch alone).
     fn apply_top_level_answer(
         &mut self,
         node: NodeId,
         route: Route,
+        session: bool,
         resp: &FetchResponse,
         now: Instant,
     ) -> bool {
         let top = ErrorCode::from_code(resp.error_code);
-        if let Some(s) = self.sessions.get_mut(&node) {
-            s.handle_response(top, resp.session_id);
+        if let Some(nf) = self.nodes.get_mut(&node).filter(|_| session) {
+            nf.session.handle_response(top, resp.session_id);
         }
         if top.is_err() {
             log::warn!("fetch from {route} failed: {top}");
@@ -1465,6 +1913,9 @@ impl Fetcher {
             budget,
             spares,
             jitter,
+            timers,
+            dirty,
+            room_waiters,
             ..
         } = self;
         let Some(p) = parts.get_mut(&part.tp) else {
@@ -1482,18 +1933,31 @@ impl Fetcher {
             jitter: &mut **jitter,
             answer,
             part,
-            p,
+            p: &mut *p,
         };
-        let from_replica = apply.p.replica.is_some_and(|(r, _)| r == apply.answer.node);
+        let before = Planned::of(apply.p);
+        let from_replica = apply
+            .p
+            .replica()
+            .is_some_and(|(r, _)| r == apply.answer.node);
         let code = ErrorCode::from_code(part.data.error_code);
         if code.is_err() && from_replica {
             apply.leave_replica_after_error(code, cluster);
-            return;
+        } else {
+            match code {
+                ErrorCode::None => apply.data(cluster),
+                ErrorCode::OFFSET_OUT_OF_RANGE => apply.reset_after_out_of_range(),
+                c => apply.error(c, cluster),
+            }
         }
-        match code {
-            ErrorCode::None => apply.data(cluster),
-            ErrorCode::OFFSET_OUT_OF_RANGE => apply.reset_after_out_of_range(),
-            c => apply.error(c, cluster),
+        timers.arm(&part.tp, p);
+        if p.waiting_for_room().is_some() {
+            room_waiters.insert(part.tp.clone());
+        }
+        // An answer that changed nothing planning reads (no records, no error: most of a
+        // full answer) leaves the partition where it is (invariant 9).
+        if Planned::of(p) != before {
+            dirty.insert(part.tp.clone());
         }
     }
 
@@ -1534,11 +1998,13 @@ impl Fetcher {
             for (tp, epoch, _) in &sent {
                 if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
                     p.backoff(now, &policy, &mut *self.jitter);
+                    self.timers.arm(tp, p);
                 }
             }
             return;
         };
         let answers = offsets::answers(&resp);
+        let touched: Vec<TopicPartition> = sent.iter().map(|(tp, ..)| tp.clone()).collect();
         for (tp, epoch, ts) in sent {
             let Some(p) = self.parts.get_mut(&tp) else {
                 continue;
@@ -1553,7 +2019,8 @@ impl Fetcher {
                 p.backoff(now, &policy, &mut *self.jitter);
                 if a.error.needs_metadata_refresh() {
                     cluster.request_update();
-                    p.awaiting_metadata = Some(cluster.generation());
+                    let generation = cluster.generation();
+                    p.with_rare(|d| d.awaiting_metadata = Some(generation));
                 } else if !a.error.is_retriable() && p.retry.failures() == 1 {
                     let e = Error::broker(a.error, format!("resetting the position of {tp}"))
                         .with_partition(tp.clone());
@@ -1598,6 +2065,16 @@ impl Fetcher {
                 a.leader_epoch,
             )));
         }
+        self.rearm(&touched);
+    }
+
+    /// Files the partitions `tps` in the timers as their state now asks (invariant 8).
+    fn rearm(&mut self, tps: &[TopicPartition]) {
+        for tp in tps {
+            if let Some(p) = self.parts.get_mut(tp) {
+                self.timers.arm(tp, p);
+            }
+        }
     }
 
     /// Applies an OffsetForLeaderEpoch answer to the partitions still waiting for it at the
@@ -1619,6 +2096,7 @@ impl Fetcher {
             for (tp, epoch, ..) in &sent {
                 if let Some(p) = self.parts.get_mut(tp).filter(|p| p.epoch == *epoch) {
                     p.backoff(now, &policy, &mut *self.jitter);
+                    self.timers.arm(tp, p);
                 }
             }
             return;
@@ -1627,6 +2105,7 @@ impl Fetcher {
             return;
         };
         let answers = validate::answers(&resp);
+        let touched: Vec<TopicPartition> = sent.iter().map(|(tp, ..)| tp.clone()).collect();
         for (tp, epoch, offset, current) in sent {
             let Some(p) = self.parts.get_mut(&tp) else {
                 continue;
@@ -1654,7 +2133,8 @@ impl Fetcher {
                     p.backoff(now, &policy, &mut *self.jitter);
                     if code.needs_metadata_refresh() {
                         cluster.request_update();
-                        p.awaiting_metadata = Some(cluster.generation());
+                        let generation = cluster.generation();
+                        p.with_rare(|d| d.awaiting_metadata = Some(generation));
                     } else if !code.is_retriable() && p.retry.failures() == 1 {
                         let e = Error::broker(code, format!("validating the position of {tp}"))
                             .with_partition(tp.clone())
@@ -1692,33 +2172,57 @@ impl Fetcher {
                 divergent,
             });
         }
+        self.rearm(&touched);
     }
 
     // ----- timers and events -----------------------------------------------------------
 
     /// The next instant a partition or broker comes out of its backoff.
+    /// The partitions' instants come in order from the timers (invariant 8): the first
+    /// future one with a partition not in flight (a backoff is set while a partition is
+    /// not in a request, so that is nearly always the first one).
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        let parts = self
+            .timers
+            .at
+            .range((Bound::Excluded(now), Bound::Unbounded))
+            .find(|(_, tps)| {
+                tps.iter()
+                    .any(|tp| self.parts.get(tp).is_some_and(|p| !self.held(p)))
+            })
+            .map(|(t, _)| *t);
+        let nodes = self.node_backoff.values().map(|(_, t)| *t);
+        parts.into_iter().chain(nodes).filter(|t| *t > now).min()
+    }
+
+    /// What [`Fetcher::poll_timeout`] answers, found by walking every partition (as it did
+    /// before the timers): the tests hold the two equal (invariant 8).
+    #[cfg(test)]
+    fn poll_timeout_by_walking(&self, now: Instant) -> Option<Instant> {
         let parts = self
             .parts
             .values()
-            .filter(|p| !p.paused && !p.in_flight.is_some_and(|id| self.sent.contains_key(&id)))
-            .filter(|p| {
-                matches!(
-                    p.position,
-                    Position::At { .. }
-                        | Position::Reset { .. }
-                        | Position::Validate { .. }
-                        | Position::AwaitCommitted
-                )
-            })
-            .filter_map(|p| p.not_before);
+            .filter(|p| !self.held(p))
+            .filter_map(Timers::wanted);
         let nodes = self.node_backoff.values().map(|(_, t)| *t);
         parts.chain(nodes).filter(|t| *t > now).min()
     }
 
-    /// The next event for the application.
+    /// Whether `p` is held by a request in flight (invariant 1): a reset or validation,
+    /// or its broker's fetch.
+    fn held(&self, p: &Part) -> bool {
+        p.in_flight.is_some_and(|id| self.sent.contains_key(&id))
+            || p.fetch_node.is_some_and(|n| self.fetching.contains_key(&n))
+    }
+
+    /// The next event for the application. A burst (a full fetch answer's end offsets, a
+    /// position for every partition) does not keep its memory once drained.
     pub fn poll_event(&mut self) -> Option<FetchEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front();
+        if e.is_none() && self.events.capacity() > EVENTS_KEPT {
+            self.events = VecDeque::new();
+        }
+        e
     }
 }
 

@@ -10,12 +10,18 @@
 //! - [`settings`]: the components' settings the tests use unless they say otherwise.
 //!
 //! What the tests use is re-exported here (`crate::sim::Clock`, `crate::sim::SimBroker`, ...).
-//! Compiled for tests only. Nothing here reads the real clock except [`Clock::new`], which
-//! takes one arbitrary starting instant.
+//! Compiled for tests only (and, with the internal `__testing` feature, for the scale
+//! rigs of [`scale`]). Nothing here reads the real clock except [`Clock::new`], which takes
+//! one arbitrary starting instant.
+
+// Without `cfg(test)` only the scale rigs use the simulation.
+#![cfg_attr(not(test), allow(dead_code, unused_imports))]
 
 pub(crate) mod broker;
 pub(crate) mod clock;
 pub(crate) mod net;
+#[cfg(feature = "__testing")]
+pub mod scale;
 pub(crate) mod settings;
 
 pub(crate) use broker::{

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod counting;
 pub mod fake;
 pub mod java_member;
 

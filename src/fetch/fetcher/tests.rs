@@ -1689,6 +1689,49 @@ fn a_paused_partition_does_not_ask_for_its_committed_offset() {
     assert!(r.fetcher.take_committed_wanted(now).is_empty());
 }
 
+#[test]
+fn committed_offsets_are_asked_once_per_wait_for_exactly_the_unpaused_waiting_partitions() {
+    let mut r = Rig::new(with_group(), two_brokers());
+    let (a, b) = (t0(), t1());
+    r.assign(&[(a.clone(), SeekTo::Default), (b.clone(), SeekTo::Offset(3))]);
+    let now = r.now();
+    assert_eq!(
+        r.fetcher.take_committed_wanted(now),
+        vec![(a.clone(), r.epoch(&a))],
+        "only the unpositioned one"
+    );
+    assert!(
+        r.fetcher.take_committed_wanted(now).is_empty(),
+        "asked once"
+    );
+    // A failed answer asks again after its backoff, not before.
+    r.fetcher.committed_failed(&a, r.epoch(&a), now);
+    assert!(r.fetcher.take_committed_wanted(now).is_empty());
+    let again = r.timer().unwrap();
+    r.at(again);
+    assert_eq!(
+        r.fetcher.take_committed_wanted(again),
+        vec![(a.clone(), r.epoch(&a))]
+    );
+    // A seek to the default while paused waits for the resume; a seek to an offset
+    // leaves nothing to ask.
+    r.fetcher.pause(std::slice::from_ref(&b));
+    r.seek(&b, SeekTo::Default, false);
+    assert!(r.fetcher.take_committed_wanted(again).is_empty(), "paused");
+    r.seek(&b, SeekTo::Default, true);
+    r.seek(&a, SeekTo::Default, false);
+    r.seek(&a, SeekTo::Offset(0), false);
+    assert_eq!(
+        r.fetcher.take_committed_wanted(again),
+        vec![(b.clone(), r.epoch(&b))]
+    );
+    // An unassigned partition is not asked for.
+    r.assign(&[(a.clone(), SeekTo::Default)]);
+    r.seek(&a, SeekTo::Default, false);
+    r.assign(&[]);
+    assert!(r.fetcher.take_committed_wanted(again).is_empty());
+}
+
 // ----- timers -------------------------------------------------------------------------------------
 
 #[test]
@@ -1710,6 +1753,67 @@ fn poll_timeout_is_only_for_partitions_that_will_be_fetchable_and_never_passed()
         None,
         "a passed instant is never returned"
     );
+}
+
+#[test]
+fn poll_timeout_finds_the_earliest_backoff_among_many_partitions_as_they_change() {
+    // 30 partitions per topic, led by three brokers in turn: three fetches fail all their
+    // partitions, each partition's backoff ending at its own (jittered) instant.
+    let leaders: Vec<i32> = (0..30).map(|i| 1 + i % 3).collect();
+    let b = SimBroker::new(&[1, 2, 3])
+        .topic("t", &leaders, 30)
+        .topic("u", &leaders, 30);
+    let mut r = Rig::new(earliest(), b);
+    let all: Vec<TopicPartition> = (0..30)
+        .flat_map(|p| [TopicPartition::new("t", p), TopicPartition::new("u", p)])
+        .collect();
+    let list: Vec<_> = all
+        .iter()
+        .map(|tp| (tp.clone(), SeekTo::Offset(0)))
+        .collect();
+    r.assign(&list);
+    let ts = r.sends();
+    assert_eq!(ts.len(), 3);
+    for t in ts {
+        r.answer_error(&t, ErrorCode::CORRUPT_MESSAGE);
+        r.advance(ms(3));
+    }
+    // The backoffs' ends, earliest first.
+    let mut ends: Vec<(Instant, TopicPartition)> = all
+        .iter()
+        .map(|tp| (r.fetcher.parts[tp].not_before.unwrap(), tp.clone()))
+        .collect();
+    ends.sort();
+    assert!(ends[0].0 > r.now());
+    assert_eq!(r.timer(), Some(ends[0].0));
+    // Pausing, unassigning or seeking the partition of the earliest backoff moves the
+    // timer to the next one.
+    r.fetcher.pause(&[ends[0].1.clone()]);
+    assert_eq!(r.timer(), Some(ends[1].0), "a paused one is not waited for");
+    let rest: Vec<_> = list
+        .iter()
+        .filter(|(tp, _)| *tp != ends[1].1)
+        .cloned()
+        .collect();
+    r.assign(&rest);
+    assert_eq!(
+        r.timer(),
+        Some(ends[2].0),
+        "an unassigned one is not waited for"
+    );
+    r.seek(&ends[2].1, SeekTo::Offset(0), false);
+    assert_eq!(r.timer(), Some(ends[3].0), "a seek starts afresh");
+    assert_eq!(r.timer(), r.fetcher.poll_timeout_by_walking(r.now()));
+    // Once an instant passes, the next one is reported; none passed is.
+    r.at(ends[3].0);
+    let next = ends[4..].iter().map(|(t, _)| *t).find(|t| *t > ends[3].0);
+    assert_eq!(r.timer(), next);
+    // The partitions whose backoff ended are fetched again, and the timer still shows
+    // the backoffs of those still waiting.
+    let ts = r.sends();
+    let refetched: usize = ts.iter().map(|t| r.fetched(t).len()).sum();
+    assert!(refetched >= 1, "{ts:?}");
+    assert_eq!(r.timer(), r.fetcher.poll_timeout_by_walking(r.now()));
 }
 
 // ----- randomized --------------------------------------------------------------------------------
@@ -1798,6 +1902,7 @@ impl World {
         }
         self.check_events();
         self.check_timers();
+        self.check_placements();
     }
 
     /// The brokers receive `t`.
@@ -1962,8 +2067,65 @@ impl World {
         if let Some(t) = self.r.timer() {
             assert!(t > now, "{}: fetcher timer not in the future", self.ctx());
         }
+        assert_eq!(
+            self.r.timer(),
+            self.r.fetcher.poll_timeout_by_walking(now),
+            "{}: the timers disagree with the partitions' backoffs",
+            self.ctx()
+        );
         if let Some(t) = self.r.net.links.poll_timeout(now) {
             assert!(t > now, "{}: link timer not in the future", self.ctx());
+        }
+    }
+
+    /// Invariants 9 and 10: after a round, every partition that is neither marked for the
+    /// next one nor held by a request in flight is placed where a plan over the whole
+    /// assignment, from scratch, would place it (and waits for metadata exactly when that
+    /// plan says so); the brokers' sessions hold exactly the partitions placed with them.
+    fn check_placements(&self) {
+        let (f, cluster, ctx) = (&self.r.fetcher, &self.r.cluster, self.ctx());
+        for (n, nf) in &f.nodes {
+            let wanted = nf.session.wanted_partitions();
+            assert_eq!(nf.session.wanted(), wanted.len(), "{ctx}: count at {n}");
+            for (tp, _) in &wanted {
+                assert_eq!(
+                    f.parts.get(tp).and_then(|p| p.fetch_node),
+                    Some(*n),
+                    "{ctx}: {tp} in the session of broker {n} but not placed there"
+                );
+            }
+        }
+        if f.all_dirty
+            || f.planned_generation != Some(cluster.generation())
+            || f.room_seen != self.r.budget.app_frees()
+        {
+            // Newer metadata (answered after the fetcher's turn in the round), or memory
+            // freed: everything is planned again next round.
+            return;
+        }
+        let now = self.now();
+        for (tp, p) in &f.parts {
+            let placed = p.fetch_node.map(|n| {
+                let s = f.nodes[&n].session.wanted_state(tp);
+                (
+                    n,
+                    *s.unwrap_or_else(|| panic!("{ctx}: {tp} placed at {n}, not in its session")),
+                )
+            });
+            if f.held(p) || f.dirty.contains(tp) {
+                continue;
+            }
+            let (expected, waits) =
+                placement_from_scratch(cluster, tp, p, now, self.r.budget.app_frees());
+            assert_eq!(
+                placed, expected,
+                "{ctx}: {tp} is placed otherwise than a plan from scratch would place it: {p:?}"
+            );
+            assert_eq!(
+                f.metadata_waiters.contains(tp),
+                waits,
+                "{ctx}: {tp} waiting for metadata: {p:?}"
+            );
         }
     }
 
@@ -2181,6 +2343,60 @@ impl World {
                 .push((p.t.route, p.t.tag.id, p.t.version, malformed()));
         }
     }
+}
+
+/// Where a plan over every partition, from scratch and without changing anything, places
+/// `tp`: the broker whose fetch session it belongs in with its state (`None`: none), and
+/// whether it waits for metadata. The rules of `Planner::placement`, written out again.
+fn placement_from_scratch(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    p: &Part,
+    now: Instant,
+    frees: u64,
+) -> (Option<(NodeId, SessionPartition)>, bool) {
+    let waiting =
+        p.paused || p.not_before.is_some_and(|t| now < t) || p.waiting_for_room() == Some(frees);
+    if waiting {
+        return (None, false);
+    }
+    if p.awaiting_metadata() == Some(cluster.generation()) {
+        return (None, true);
+    }
+    if !matches!(
+        p.position,
+        Position::At { .. } | Position::Reset { .. } | Position::Validate { .. }
+    ) {
+        return (None, false);
+    }
+    let (leader, leader_epoch) = match cluster.leader(tp) {
+        Leader::Known(n, e) => (n, e),
+        Leader::Unknown | Leader::Missing(_) => return (None, true),
+    };
+    let Position::At {
+        offset,
+        leader_epoch: last,
+    } = p.position
+    else {
+        return (None, false);
+    };
+    let moved = p
+        .leader_seen
+        .is_some_and(|seen| seen != (leader, leader_epoch));
+    if moved && last.known().is_some() && leader_epoch.known().is_some() {
+        return (None, false);
+    }
+    let node = match p.replica() {
+        Some((r, until)) if now < until && cluster.broker(r).is_some() => r,
+        _ => leader,
+    };
+    let s = SessionPartition {
+        topic_id: cluster.topic_id(tp.topic()),
+        fetch_offset: offset,
+        epoch: p.epoch,
+        current_leader_epoch: leader_epoch.0,
+    };
+    (Some((node, s)), false)
 }
 
 /// Random interleavings of assign, seek, pause and resume, answers (good, partition and

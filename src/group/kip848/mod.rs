@@ -563,13 +563,13 @@ impl Kip848Member {
     }
 
     /// The member id.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "__testing"))]
     pub fn member_id(&self) -> &str {
         self.member_id.as_str()
     }
 
     /// What the user thread owns once the outstanding callback (if any) came back.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "__testing"))]
     pub fn user_owned(&self) -> Vec<TopicPartition> {
         self.user_owned.iter().cloned().collect()
     }
