@@ -236,11 +236,13 @@ def make_contenders(names, args, tmpdir, transport=None):
     def binary(key):
         return private_copy(os.path.join(ROOT, BINARIES[key]), tmpdir, key)
 
-    def ours_argv(key, *extra):
+    def ours_argv(key, *extra, group=False):
         exe = binary(key)
 
-        def argv(ds, _):
+        def argv(ds, run_id):
             a = [exe, bootstrap, ds["topic"], str(ds["records"]), *extra]
+            if group:  # a fresh group each run: no commits to start from
+                a += ["--group", f"bench-{run_id}"]
             if transport:
                 a.append("--tls-info")  # both transports: the same logger, same binary
             if ssl:
@@ -290,6 +292,20 @@ def make_contenders(names, args, tmpdir, transport=None):
                                      "`tls-graviola`)" if transport else "")),
         "ours-nocrc": lambda: Contender("ours-nocrc", "rust", ours_argv("ours", "--no-crc"),
                                         "kafka-consumer (this crate), check.crcs=false"),
+        # The group path (issue 17 item 3): the same binary and fetch settings, reading
+        # through subscribe as the only member of a fresh group; elapsed_s includes the join.
+        "ours-subscribe-classic": lambda: Contender(
+            "ours-subscribe-classic", "rust",
+            ours_argv("ours", "--subscribe", "classic", group=True),
+            "kafka-consumer, examples/perf_consume.rs --subscribe classic: subscribe as the only "
+            "member of a fresh group (classic protocol, default assignors), "
+            "auto.offset.reset=earliest, no commits; elapsed from the first poll, so the join "
+            "counts"),
+        "ours-subscribe-consumer": lambda: Contender(
+            "ours-subscribe-consumer", "rust",
+            ours_argv("ours", "--subscribe", "consumer", group=True),
+            "kafka-consumer, examples/perf_consume.rs --subscribe consumer: as "
+            "ours-subscribe-classic with group.protocol=consumer (KIP-848)"),
         "ours-zstd-native": lambda: Contender(
             "ours-zstd-native", "rust", ours_argv("ours-zstd-native"),
             "kafka-consumer built with the opt-in `zstd-native` feature (libzstd instead of the "
@@ -624,7 +640,8 @@ def main():
     ap.add_argument("--logdir", required=True, help="per-run stdout/stderr")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--contenders",
-                    default="ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned")
+                    default="ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned,"
+                            "ours-subscribe-classic,ours-subscribe-consumer")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--tls", action="store_true",
                     help="TLS mode: TLS_DATASETS, every contender over PLAINTEXT and SSL; OUT/tls.json")

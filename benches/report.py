@@ -25,6 +25,9 @@ RATIO_PAIRS = [
     ("ours", "rdkafka-tuned"),
     ("ours-zstd-native", "java"),
     ("ours-zstd-native", "rdkafka"),
+    # The group path against assign (issue 17 item 3: within 5 %).
+    ("ours-subscribe-classic", "ours"),
+    ("ours-subscribe-consumer", "ours"),
 ]
 COLORS = {
     "ours": "#1f77b4",
@@ -34,6 +37,8 @@ COLORS = {
     "rdkafka": "#2ca02c",
     "rdkafka-nocrc": "#98df8a",
     "rdkafka-tuned": "#8c564b",
+    "ours-subscribe-classic": "#9467bd",
+    "ours-subscribe-consumer": "#c5b0d5",
 }
 
 
@@ -55,6 +60,10 @@ def metric_values(rs, key):
         elif key == "cpu_window_per_m":
             v = (r["cpu_fetch_window_s"] / r["records"] * 1e6
                  if r.get("cpu_fetch_window_s") is not None else None)
+        elif key == "rec_s_nojoin":
+            # The group path without its join: from the assignment to the last record.
+            v = (r["records"] / (r["elapsed_s"] - r["join_s"])
+                 if r.get("join_s") is not None and 0 <= r["join_s"] < r["elapsed_s"] else None)
         elif key == "rss_mib":
             v = r["max_rss_kib"] / 1024
         else:
@@ -91,7 +100,7 @@ def build(data):
             stats[ds["topic"], c] = {
                 k: summary(metric_values(rs, k))
                 for k in ("rec_s", "mb_s", "cpu_per_m", "cpu_window_per_m", "rss_mib",
-                          "broker_cpu_s", "other_cpu_s", "wall_s")
+                          "broker_cpu_s", "other_cpu_s", "wall_s", "join_s", "rec_s_nojoin")
             }
             stats[ds["topic"], c]["failed"] = sum(
                 1 for r in runs if r["dataset"] == ds["topic"] and r["contender"] == c and "error" in r)
@@ -118,7 +127,11 @@ def tables(data, contenders, stats):
             cpu = fmt(s["cpu_per_m"], 2)
             if s["cpu_window_per_m"]:
                 cpu += f"<br>fetch window only: {fmt(s['cpu_window_per_m'], 2)}"
-            out.append(f"| {c} | {fmt(s['rec_s'])} | {fmt(s['mb_s'], 1)} | {cpu} | "
+            rate = fmt(s["rec_s"])
+            if s["join_s"]:
+                rate += (f"<br>join {fmt(s['join_s'], 3, unit=' s')}; without it "
+                         f"{fmt(s['rec_s_nojoin'])}")
+            out.append(f"| {c} | {rate} | {fmt(s['mb_s'], 1)} | {cpu} | "
                        f"{fmt(s['rss_mib'])} | {fmt(s['broker_cpu_s'], 1)} | "
                        f"{fmt(s['other_cpu_s'], 1)} | {s['failed']} |")
         ratio_rows = []
@@ -130,11 +143,14 @@ def tables(data, contenders, stats):
                 extra = ""
                 if sb["cpu_window_per_m"]:
                     extra = f" (vs fetch window only: {sa['cpu_per_m']['median'] / sb['cpu_window_per_m']['median']:.3g})"
-                ratio_rows.append(f"| {a} / {b} | {rr:.3g} | {cr:.3g}{extra} |")
+                join = ""
+                if sa["rec_s_nojoin"]:
+                    join = f" (join excluded: {sa['rec_s_nojoin']['median'] / sb['rec_s']['median']:.3g})"
+                ratio_rows.append(f"| {a} / {b} | {rr:.3g}{join} | {cr:.3g}{extra} |")
         if ratio_rows:
             out.append("")
-            out.append("| ratio (medians) | records/s (>1: ours faster) | "
-                       "CPU per record (<1: ours cheaper) |")
+            out.append("| ratio (medians) | records/s (>1: first faster) | "
+                       "CPU per record (<1: first cheaper) |")
             out.append("|---|---|---|")
             out.extend(ratio_rows)
         out.append("")

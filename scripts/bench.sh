@@ -3,7 +3,7 @@
 # the same datasets in full from one local broker. See benches/README.md.
 #
 # Usage:
-#   bash scripts/bench.sh            full run: 6 datasets x 7 contenders x 3 runs; results
+#   bash scripts/bench.sh            full run: 6 datasets x 9 contenders x 3 runs; results
 #                                    in benches/results/ (README.md, throughput.svg, runs.json)
 #   bash scripts/bench.sh --smoke    tiny datasets, ours and java once each, no rdkafka
 #                                    build, plus ours over TLS (SSL listener) and PLAINTEXT
@@ -16,7 +16,7 @@
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
 #   BENCH_CONTENDERS   comma-separated subset of ours,ours-nocrc,ours-zstd-native,java,rdkafka,
-#                      rdkafka-nocrc,rdkafka-tuned; with --tls of ours-graviola,ours-ring,java,
+#                      rdkafka-nocrc,rdkafka-tuned,ours-subscribe-classic,ours-subscribe-consumer; with --tls of ours-graviola,ours-ring,java,
 #                      rdkafka,rdkafka-tuned (the default), rdkafka-nocrc, ours
 #   BENCH_NOTE         a note for the report (e.g. on the machine's load)
 #   BENCH_OUT          where the results go instead (e.g. a second TLS session kept apart
@@ -58,7 +58,7 @@ elif (( TLS )); then
 else
   OUT=benches/results
   RUNS="${BENCH_RUNS:-3}"
-  CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned}"
+  CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned,ours-subscribe-classic,ours-subscribe-consumer}"
 fi
 OUT="${BENCH_OUT:-$OUT}"
 EXTRA=()
