@@ -25,7 +25,7 @@
 //! 1. Join: the members are made (`Consumer::new`), then all call `subscribe` at once; the
 //!    clock starts there. `join.converged_s`: until converged with all MEMBERS.
 //! 2. Idle window (`--idle-secs`): `idle_all` (the process's CPU and the I/O threads' sum,
-//!    in % of one core).
+//!    in % of one core; the members keep polling).
 //! 3. Leave: the last LEAVE members call `close` at once; `leave.converged_s`: from there
 //!    until converged with the rest (`close_ms`: how long their `close` calls took).
 //! 4. Idle window again (`idle_rest`), then the rest close.
@@ -450,14 +450,14 @@ fn converge(
 fn idle_window(window: Duration) -> Idle {
     let io = io_threads();
     let io0: f64 = io.iter().filter_map(|t| schedstat_s(*t)).sum();
-    let p0 = process_stat_cpu_s();
+    let p0 = threads_cpu_s();
     let start = Instant::now();
     std::thread::sleep(window);
     let secs = start.elapsed().as_secs_f64();
     let io1: f64 = io.iter().filter_map(|t| schedstat_s(*t)).sum();
     Idle {
         window_s: secs,
-        process_cpu_pct: (process_stat_cpu_s() - p0) / secs * 100.0,
+        process_cpu_pct: (threads_cpu_s() - p0) / secs * 100.0,
         io_threads: io.len(),
         io_threads_cpu_pct: (io1 - io0) / secs * 100.0,
     }

@@ -43,7 +43,9 @@
 //! - `close_s`: `close`, leaving the group included.
 //!
 //! Exits 1 (after printing what it has, `"error"` set) if it does not catch up within
-//! `--timeout-secs`.
+//! `--timeout-secs`. `PERF_SCALE_LOG=debug` (or another `log` level) writes the crate's log to
+//! stderr, each line with the milliseconds since the process started: to see where the time
+//! to the first record goes.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -119,6 +121,7 @@ impl RebalanceListener for Heard {
 }
 
 fn main() {
+    StderrLog::install();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -413,6 +416,46 @@ impl Report {
         s.push('}');
         s
     }
+}
+
+/// `PERF_SCALE_LOG=LEVEL`: the crate's log on stderr, with the time since the start.
+struct StderrLog {
+    start: Instant,
+}
+
+impl StderrLog {
+    fn install() {
+        let Some(level) = std::env::var("PERF_SCALE_LOG")
+            .ok()
+            .and_then(|l| l.parse::<log::LevelFilter>().ok())
+        else {
+            return;
+        };
+        let logger = Box::leak(Box::new(StderrLog {
+            start: Instant::now(),
+        }));
+        if log::set_logger(logger).is_ok() {
+            log::set_max_level(level);
+        }
+    }
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+
+    fn log(&self, r: &log::Record) {
+        eprintln!(
+            "{:>9.3} {:<5} {} {}",
+            self.start.elapsed().as_secs_f64() * 1e3,
+            r.level(),
+            r.target(),
+            r.args()
+        );
+    }
+
+    fn flush(&self) {}
 }
 
 /// A number, or `null`.

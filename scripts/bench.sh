@@ -5,13 +5,20 @@
 # Usage:
 #   bash scripts/bench.sh            full run: 6 datasets x 9 contenders x 3 runs; results
 #                                    in benches/results/ (README.md, throughput.svg, runs.json)
-#   bash scripts/bench.sh --smoke    tiny datasets, ours and java once each, no rdkafka
+#   bash scripts/bench.sh --smoke    tiny datasets, ours (by assign and by subscribe with
+#                                    either protocol) and java once each, no rdkafka
 #                                    build, plus ours over TLS (SSL listener) and PLAINTEXT
 #                                    once each; results in target/bench-smoke/; exits non-zero
 #                                    if any contender did not read its dataset in full
 #   bash scripts/bench.sh --tls      TLS mode: 2 datasets (100 B none, 1 KiB lz4) x 5
 #                                    contenders x {PLAINTEXT, SSL} x 3 runs; results in
 #                                    benches/results/ (tls.json, TLS section of README.md)
+#   bash scripts/bench.sh --scale    scale mode (benches/scale.py): one consumer on 1,000 /
+#                                    5,000 / 10,000 partitions, ours and Java, and a 50-member
+#                                    group; its own broker (port 29700); results in
+#                                    benches/results/scale.md and scale.json. --scale --smoke:
+#                                    200 partitions, ours only, once (about a minute); SCALE_*
+#                                    variables change the settings (benches/scale.py, ENV)
 #
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
@@ -28,13 +35,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# The scale mode is a driver of its own, with its own broker and builds.
+if [[ "${1:-}" == --scale ]]; then
+  shift
+  exec python3 benches/scale.py "$@"
+fi
+
 SMOKE=0
 TLS=0
 case "${1:-}" in
   "") ;;
   --smoke) SMOKE=1 ;;
   --tls) TLS=1 ;;
-  *) echo "usage: $0 [--smoke|--tls]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--smoke|--tls|--scale [--smoke]]" >&2; exit 2 ;;
 esac
 
 for tool in cargo java python3; do
@@ -50,7 +63,7 @@ bench_broker() {
 if (( SMOKE )); then
   OUT=target/bench-smoke
   RUNS="${BENCH_RUNS:-1}"
-  CONTENDERS="${BENCH_CONTENDERS:-ours,java}"
+  CONTENDERS="${BENCH_CONTENDERS:-ours,java,ours-subscribe-classic,ours-subscribe-consumer}"
 elif (( TLS )); then
   OUT=benches/results
   RUNS="${BENCH_RUNS:-3}"
