@@ -52,7 +52,8 @@ SMOKE = {
     **FULL, "partitions": "200", "per_partition": 5, "runs": 1, "impls": "ours",
     "idle_secs": 2, "settle_secs": 1, "timeout_secs": 60,
     "group_partitions": 200, "group_members": 10, "group_leave": 5, "group_idle_secs": 1,
-    "run_dir": "target/kafka/scale-smoke", "heap": "-Xms256m -Xmx1g", "out": "target/bench-smoke",
+    "port": 29710, "run_dir": "target/kafka/scale-smoke", "heap": "-Xms256m -Xmx1g",
+    "out": "target/bench-smoke",
 }
 ENV = {
     "partitions": "SCALE_PARTITIONS",          # comma-separated partition counts, one topic each
@@ -572,7 +573,8 @@ def markdown(result):
              "making the consumer to caught up over the records returned (the JVM's JIT and GC "
              "included, its start-up not). *RSS growth*: VmRSS after the idle window minus right after "
              "the consumer was made (for the JVM mostly heap growth). *poll*: the `poll(100 ms)` calls "
-             "that returned records (a call may include waiting for them). *idle*: the window after "
+             "that returned records until caught up (a call that had to wait for its records "
+             "includes the wait). *idle*: the window after "
              "caught up, the application still polling: ours' I/O thread (`kafka-consumer`), and for "
              "Java the `consumer_background_thread` of the KIP-848 consumer (the classic Java consumer "
              "does its I/O on the application thread: no I/O thread to measure, compare the process "

@@ -17,7 +17,8 @@
 #                                    5,000 / 10,000 partitions, ours and Java, and a 50-member
 #                                    group; its own broker (port 29700); results in
 #                                    benches/results/scale.md and scale.json. --scale --smoke:
-#                                    200 partitions, ours only, once (about a minute); SCALE_*
+#                                    200 partitions, ours only, once (about a minute; port
+#                                    29710, results in target/bench-smoke/); SCALE_*
 #                                    variables change the settings (benches/scale.py, ENV)
 #
 # Environment:

@@ -190,20 +190,15 @@ public class ScaleConsumer {
         if (allHeardAt[0] != 0) assignedS = (allHeardAt[0] - start) / 1e9;
 
         long settleUntil = System.nanoTime() + (long) (settleSecs * 1e9);
-        while (System.nanoTime() < settleUntil) {
-            long t = System.nanoTime();
-            if (!consumer.poll(POLL_TIMEOUT).isEmpty()) pollMs.add((System.nanoTime() - t) / 1e6);
-        }
+        while (System.nanoTime() < settleUntil) consumer.poll(POLL_TIMEOUT);
         ThreadMXBean threads = ManagementFactory.getThreadMXBean();
         long bg = mode.equals("consumer") ? threadId(threads, BACKGROUND_THREAD) : -1;
         long bgBefore = bg >= 0 ? threads.getThreadCpuTime(bg) : -1;
         double procBefore = processCpuS();
         long w0 = System.nanoTime();
         while (System.nanoTime() - w0 < (long) (idleSecs * 1e9)) {
-            long t = System.nanoTime();
             ConsumerRecords<byte[], byte[]> batch = consumer.poll(POLL_TIMEOUT);
             if (batch.isEmpty()) continue;
-            pollMs.add((System.nanoTime() - t) / 1e6);
             long nowMs = System.currentTimeMillis();
             for (ConsumerRecord<byte[], byte[]> r : batch) {
                 idleRecords++;
