@@ -10,7 +10,8 @@
 //! Assigns every partition of TOPIC (`partitions_for`), seeks to the beginning and polls
 //! until EXPECTED_RECORDS records have arrived, then prints
 //! `{"records":N,"bytes":B,"elapsed_s":S}` on stdout: B is the sum of the value lengths,
-//! S runs from just before the first `poll` to the poll that returned the last record.
+//! S runs from just before the first `poll` to the poll that returned the last record
+//! (`"first_record_s"`: from the same start to the poll that returned the first one).
 //!
 //! `--subscribe classic|consumer` reads through the group path instead: `subscribe` to
 //! TOPIC as the only member of a fresh group (`--group ID`, default one named after the
@@ -130,6 +131,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (mut records, mut bytes) = (0u64, 0u64);
     let started = Instant::now();
     let mut last_record = started;
+    let mut first_record = None;
     while records < expected {
         let batch = consumer.poll(Duration::from_millis(100))?;
         if batch.is_empty() {
@@ -143,6 +145,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             bytes += r.value().map_or(0, |v| v.len()) as u64;
         }
         last_record = Instant::now();
+        first_record.get_or_insert(last_record);
     }
     // On success this is the poll that returned the last record.
     let elapsed = last_record.duration_since(started).as_secs_f64();
@@ -164,7 +167,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => String::new(),
     };
-    println!("{{\"records\":{records},\"bytes\":{bytes},\"elapsed_s\":{elapsed:.6}{group}{tls}}}");
+    let first = first_record.map_or(-1.0, |t| t.duration_since(started).as_secs_f64());
+    println!(
+        "{{\"records\":{records},\"bytes\":{bytes},\"elapsed_s\":{elapsed:.6},\
+         \"first_record_s\":{first:.6}{group}{tls}}}"
+    );
     consumer.close()?;
     if records < expected {
         return Err(format!(
