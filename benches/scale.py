@@ -515,15 +515,23 @@ def targets(result):
                f"({'under' if io['median'] < 2 else '**not under**'} 2 %)"
         javas = [r for r in runs if r["impl"] == "java" and r["mode"] == mode and r["partitions"] == n]
         if javas:
-            worse = []
+            worse, par = [], []
             for name, path, better in COMPARED:
                 a, b = stat(ours, path), stat(javas, path)
                 if not a or not b:
                     continue
-                if (a["median"] < b["median"]) if better == "higher" else (a["median"] > b["median"]):
+                ratio = a["median"] / b["median"] if b["median"] else float("inf")
+                if better == "higher":
+                    ratio = 1 / ratio if ratio else float("inf")
+                # ratio > 1: ours is worse; within 5 % counts as on par.
+                if ratio > 1.05:
                     worse.append(f"{name} ({a['median']:.3g} vs {b['median']:.3g})")
+                elif ratio > 1:
+                    par.append(f"{name} ({a['median']:.3g} vs {b['median']:.3g})")
             line += "; against Java: " + ("no worse on any figure compared" if not worse
                                           else "**worse on** " + ", ".join(worse))
+            if par:
+                line += " (within 5 %: " + ", ".join(par) + ")"
         out.append(line)
     out.append("")
     return out
@@ -606,7 +614,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--note", action="append", default=[])
+    ap.add_argument("--report", metavar="DIR", help="only rewrite DIR/scale.md from DIR/scale.json")
     args = ap.parse_args()
+    if args.report:
+        with open(os.path.join(args.report, "scale.json")) as f:
+            text = markdown(json.load(f))
+        with open(os.path.join(args.report, "scale.md"), "w") as f:
+            f.write(text)
+        print(text)
+        return 0
     s = settings(args.smoke)
     if os.environ.get("SCALE_NOTE"):
         args.note.append(os.environ["SCALE_NOTE"])
