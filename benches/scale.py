@@ -15,7 +15,8 @@ partitions (small index preallocation, a larger heap); its data is kept between 
 (KAFKA_KEEP_DATA=1), so the topics are made only once. --smoke: one 200-partition topic,
 ours only, one run of each mode, a 10-member group, fresh broker storage; fails if any run
 fails. Settings are overridable through the environment (see ENV below and the header of
-scripts/bench.sh).
+scripts/bench.sh). `python3 benches/scale.py --report DIR` rewrites DIR/scale.md from
+DIR/scale.json.
 """
 
 import argparse
@@ -225,15 +226,29 @@ def ensure_topic(libs, broker, s, n, logdir):
     want = {"topic": topic, "partitions": n, "per_partition": s["per_partition"],
             "record_bytes": s["record_bytes"]}
     marker = os.path.join(broker.run_dir, "datasets", topic + ".json")
-    offsets = bench.end_offsets(libs, broker.bootstrap, topic).get(topic)
     try:
         with open(marker) as f:
             ok = json.load(f) == want
     except (OSError, ValueError):
         ok = False
-    if ok and offsets and len(offsets) == n and min(offsets.values()) >= s["per_partition"]:
-        log(f"{topic}: cached ({n:,} partitions, {s['per_partition']} records or more each)")
-        return
+    # A broker that has just started may not answer for every partition yet: a topic with
+    # the right marker gets a few minutes before it is taken for broken.
+    deadline = time.time() + (300 if ok else 0)
+    while True:
+        try:
+            offsets = bench.end_offsets(libs, broker.bootstrap, topic).get(topic)
+        except RuntimeError as e:  # GetOffsetShell failed (a broker still starting)
+            if time.time() > deadline:
+                raise
+            log(f"{topic}: {str(e).splitlines()[0]}; trying again")
+            offsets = None
+        complete = offsets and len(offsets) == n and min(offsets.values()) >= s["per_partition"]
+        if ok and complete:
+            log(f"{topic}: cached ({n:,} partitions, {s['per_partition']} records or more each)")
+            return
+        if time.time() > deadline:
+            break
+        time.sleep(5)
     if offsets:
         log(f"{topic}: not as wanted; deleting it")
         bench.run_tool(java(libs, "TestAdmin.java", "delete-topic", "--bootstrap", broker.bootstrap,
