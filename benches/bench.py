@@ -236,11 +236,13 @@ def make_contenders(names, args, tmpdir, transport=None):
     def binary(key):
         return private_copy(os.path.join(ROOT, BINARIES[key]), tmpdir, key)
 
-    def ours_argv(key, *extra):
+    def ours_argv(key, *extra, group=False):
         exe = binary(key)
 
-        def argv(ds, _):
+        def argv(ds, run_id):
             a = [exe, bootstrap, ds["topic"], str(ds["records"]), *extra]
+            if group:  # a fresh group each run: no commits to start from
+                a += ["--group", f"bench-{run_id}"]
             if transport:
                 a.append("--tls-info")  # both transports: the same logger, same binary
             if ssl:
@@ -290,6 +292,20 @@ def make_contenders(names, args, tmpdir, transport=None):
                                      "`tls-graviola`)" if transport else "")),
         "ours-nocrc": lambda: Contender("ours-nocrc", "rust", ours_argv("ours", "--no-crc"),
                                         "kafka-consumer (this crate), check.crcs=false"),
+        # The group path (issue 17 item 3): the same binary and fetch settings, reading
+        # through subscribe as the only member of a fresh group; elapsed_s includes the join.
+        "ours-subscribe-classic": lambda: Contender(
+            "ours-subscribe-classic", "rust",
+            ours_argv("ours", "--subscribe", "classic", group=True),
+            "kafka-consumer, examples/perf_consume.rs --subscribe classic: subscribe as the only "
+            "member of a fresh group (classic protocol, default assignors), "
+            "auto.offset.reset=earliest, no commits; elapsed from the first poll, so the join "
+            "counts"),
+        "ours-subscribe-consumer": lambda: Contender(
+            "ours-subscribe-consumer", "rust",
+            ours_argv("ours", "--subscribe", "consumer", group=True),
+            "kafka-consumer, examples/perf_consume.rs --subscribe consumer: as "
+            "ours-subscribe-classic with group.protocol=consumer (KIP-848)"),
         "ours-zstd-native": lambda: Contender(
             "ours-zstd-native", "rust", ours_argv("ours-zstd-native"),
             "kafka-consumer built with the opt-in `zstd-native` feature (libzstd instead of the "
@@ -624,7 +640,8 @@ def main():
     ap.add_argument("--logdir", required=True, help="per-run stdout/stderr")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--contenders",
-                    default="ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned")
+                    default="ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned,"
+                            "ours-subscribe-classic,ours-subscribe-consumer")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--tls", action="store_true",
                     help="TLS mode: TLS_DATASETS, every contender over PLAINTEXT and SSL; OUT/tls.json")
@@ -674,11 +691,16 @@ def main():
         # Also once over TLS: the broker's first TLS reads run its TLS code (no sendfile,
         # SSLEngine) before the JIT has compiled it, several times slower than later ones.
         warm.append(make_contenders(["ours"], args, logdir, "ssl")[0])
+    # The first group on a fresh broker has it create __consumer_offsets (hundreds of ms,
+    # once): the subscribe contenders join once, untimed, before the first dataset's runs.
+    first_warm = [c for c in make_contenders(
+        [n for n in names if n.startswith("ours-subscribe-")], args, logdir)][:1]
     load_start = loadavg_1m()
-    for ds in datasets:
-        for w_c in warm:
+    for i, ds in enumerate(datasets):
+        for w_c in warm + (first_warm if i == 0 else []):
             log(f"{ds['topic']}: warm-up read ({w_c.label}, untimed)")
             w = run_one(w_c, ds, f"{session}-warmup-{ds['topic']}"
+                        + (f"-{w_c.name}" if w_c.name != "ours" else "")
                         + (f"-{w_c.transport}" if w_c.transport else ""), args, logdir)
             warmups.append(w)
             if "error" in w:

@@ -3,9 +3,10 @@
 # the same datasets in full from one local broker. See benches/README.md.
 #
 # Usage:
-#   bash scripts/bench.sh            full run: 6 datasets x 7 contenders x 3 runs; results
+#   bash scripts/bench.sh            full run: 6 datasets x 9 contenders x 3 runs; results
 #                                    in benches/results/ (README.md, throughput.svg, runs.json)
-#   bash scripts/bench.sh --smoke    tiny datasets, ours and java once each, no rdkafka
+#   bash scripts/bench.sh --smoke    tiny datasets, ours (by assign and by subscribe with
+#                                    either protocol) and java once each, no rdkafka
 #                                    build, plus ours over TLS (SSL listener) and PLAINTEXT
 #                                    once each; results in target/bench-smoke/; exits non-zero
 #                                    if any contender did not read its dataset in full
@@ -15,11 +16,18 @@
 #   bash scripts/bench.sh --rebalance [--smoke]
 #                                    rebalances side by side (scripts/bench-rebalance.sh has
 #                                    the details): results in benches/results/rebalance.*
+#   bash scripts/bench.sh --scale    scale mode (benches/scale.py): one consumer on 1,000 /
+#                                    5,000 / 10,000 partitions, ours and Java, and a 50-member
+#                                    group; its own broker (port 29700); results in
+#                                    benches/results/scale.md and scale.json. --scale --smoke:
+#                                    200 partitions, ours only, once (about a minute; port
+#                                    29710, results in target/bench-smoke/); SCALE_*
+#                                    variables change the settings (benches/scale.py, ENV)
 #
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
 #   BENCH_CONTENDERS   comma-separated subset of ours,ours-nocrc,ours-zstd-native,java,rdkafka,
-#                      rdkafka-nocrc,rdkafka-tuned; with --tls of ours-graviola,ours-ring,java,
+#                      rdkafka-nocrc,rdkafka-tuned,ours-subscribe-classic,ours-subscribe-consumer; with --tls of ours-graviola,ours-ring,java,
 #                      rdkafka,rdkafka-tuned (the default), rdkafka-nocrc, ours
 #   BENCH_NOTE         a note for the report (e.g. on the machine's load)
 #   BENCH_OUT          where the results go instead (e.g. a second TLS session kept apart
@@ -36,13 +44,19 @@ if [[ "${1:-}" == --rebalance ]]; then
   exec bash scripts/bench-rebalance.sh "$@"
 fi
 
+# The scale mode is a driver of its own, with its own broker and builds.
+if [[ "${1:-}" == --scale ]]; then
+  shift
+  exec python3 benches/scale.py "$@"
+fi
+
 SMOKE=0
 TLS=0
 case "${1:-}" in
   "") ;;
   --smoke) SMOKE=1 ;;
   --tls) TLS=1 ;;
-  *) echo "usage: $0 [--smoke|--tls]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--smoke|--tls|--scale [--smoke]]" >&2; exit 2 ;;
 esac
 
 for tool in cargo java python3; do
@@ -58,7 +72,7 @@ bench_broker() {
 if (( SMOKE )); then
   OUT=target/bench-smoke
   RUNS="${BENCH_RUNS:-1}"
-  CONTENDERS="${BENCH_CONTENDERS:-ours,java}"
+  CONTENDERS="${BENCH_CONTENDERS:-ours,java,ours-subscribe-classic,ours-subscribe-consumer}"
 elif (( TLS )); then
   OUT=benches/results
   RUNS="${BENCH_RUNS:-3}"
@@ -66,7 +80,7 @@ elif (( TLS )); then
 else
   OUT=benches/results
   RUNS="${BENCH_RUNS:-3}"
-  CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned}"
+  CONTENDERS="${BENCH_CONTENDERS:-ours,ours-nocrc,ours-zstd-native,java,rdkafka,rdkafka-nocrc,rdkafka-tuned,ours-subscribe-classic,ours-subscribe-consumer}"
 fi
 OUT="${BENCH_OUT:-$OUT}"
 EXTRA=()

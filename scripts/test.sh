@@ -83,10 +83,16 @@ cargo test --release --no-default-features --lib config::
 cargo build --release --no-default-features --features tls-ring,scram --lib
 
 # Benchmark smoke test: tiny datasets on a second broker (port 29092, target/kafka/bench),
-# ours and the Java consumer once each; fails if either does not read everything.
+# ours (by assign and by subscribe with either protocol) and the Java consumer once each;
+# fails if any does not read everything.
 bash scripts/bench.sh --smoke
 
 # Rebalance smoke test: our members (cooperative-sticky and group.protocol=consumer) through
 # a join, a close and a kill, on a broker of its own (port 29600, target/kafka/rebal); fails
 # if a partition ends unowned or owned twice or a record is never delivered.
 bash scripts/bench.sh --rebalance --smoke
+
+# Scale benchmark smoke test (about a minute): one 200-partition topic on a broker of its
+# own (port 29710, target/kafka/scale-smoke), ours by assign and both subscribes once, and a
+# 10-member group of each protocol; fails if a run does not catch up or converge.
+bash scripts/bench.sh --scale --smoke
