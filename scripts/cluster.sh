@@ -51,7 +51,9 @@
 #                     unclean leader election for every partition of NAME without a live
 #                     leader (a live replica outside the ISR becomes the leader: the log is
 #                     truncated to what it has), retried until one is alive; waits until
-#                     every running node sees a live leader; prints them as describe does
+#                     every running node sees a live leader; prints them as describe does.
+#                     A leader this script has killed or stopped counts as dead even
+#                     while the controller has not fenced it yet
 #   coordinator GROUP the node id of the group's coordinator
 #   quorum            leader=N epoch=E high-watermark=H voters=1,2,3 lag=1:0,2:0,3:0
 #
@@ -660,7 +662,7 @@ case "$cmd" in
     cluster_admin wait-isr --topic "$1" --timeout "${2:-60}"
     ;;
   elect-preferred) [[ $# -eq 1 ]] || usage; cluster_admin elect-preferred --topic "$1" ;;
-  elect-unclean) [[ $# -eq 1 ]] || usage; cluster_admin elect-unclean --topic "$1" ;;
+  elect-unclean) [[ $# -eq 1 ]] || usage; cluster_admin elect-unclean --topic "$1" --nodes "$(live_nodes)" ;;
   coordinator) [[ $# -eq 1 ]] || usage; cluster_admin coordinator --group "$1" ;;
   quorum) [[ $# -eq 0 ]] || usage; cluster_admin quorum ;;
   *) usage ;;

@@ -37,12 +37,14 @@
 //       preferred leader election for every partition of T (a partition already led by
 //       its first replica is left alone), then waits until every --bootstrap node sees
 //       the first replica of every partition as its leader; prints the partitions
-//   elect-unclean --topic T
+//   elect-unclean --topic T [--nodes 2,3]
 //       unclean leader election for every partition of T without a live leader (Admin
 //       electLeaders(UNCLEAN): a live replica outside the ISR may become the leader, losing
 //       what only the old leader had), retried until a replica is alive to elect; then waits
 //       until every --bootstrap node sees every partition with a live leader; prints the
-//       partitions as describe does
+//       partitions as describe does. --nodes: the nodes known to be running; a leader not
+//       among them is dead even while the controller has not fenced it yet (a node killed
+//       a moment ago still leads until its broker session times out)
 //   coordinator --group G
 //       prints the node id of G's group coordinator (FindCoordinator, retried while the
 //       coordinator is not available, e.g. while __consumer_offsets is being created)
@@ -414,6 +416,9 @@ public class ClusterAdmin {
 
     static void electPreferred() throws Exception {
         String topic = need("--topic");
+        Set<Integer> running = opts.containsKey("--nodes")
+                ? java.util.Arrays.stream(need("--nodes").split(",")).map(Integer::parseInt).collect(Collectors.toSet())
+                : null;
         List<Part> parts = describe(null, topic, true);
         Set<TopicPartition> tps = new java.util.HashSet<>();
         for (Part p : parts) tps.add(new TopicPartition(topic, p.partition()));
@@ -431,6 +436,9 @@ public class ClusterAdmin {
 
     static void electUnclean() throws Exception {
         String topic = need("--topic");
+        Set<Integer> running = opts.containsKey("--nodes")
+                ? java.util.Arrays.stream(need("--nodes").split(",")).map(Integer::parseInt).collect(Collectors.toSet())
+                : null;
         List<Part> parts = describe(null, topic, true);
         Set<TopicPartition> tps = new java.util.HashSet<>();
         for (Part p : parts) tps.add(new TopicPartition(topic, p.partition()));
@@ -455,7 +463,10 @@ public class ClusterAdmin {
                 if (why == null) {
                     for (String n : bootstrap) {
                         for (Part p : describe(n, topic, false)) {
-                            if (p.leader() < 0 || p.offline().contains(p.leader())) why = n + " sees " + topic + " " + p.line();
+                            if (p.leader() < 0 || p.offline().contains(p.leader())
+                                    || (running != null && !running.contains(p.leader()))) {
+                                why = n + " sees " + topic + " " + p.line();
+                            }
                         }
                     }
                 }
