@@ -28,11 +28,13 @@ import resource
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (helpers: java_cmd, proc_cpu_s, loadavg_1m, ...)
 from report import fmt, summary  # noqa: E402
+import readme_block as readme_block_mod  # noqa: E402
 
 ROOT = bench.ROOT
 PERF_SCALE = os.path.join(ROOT, "target/release/examples/perf_scale")
@@ -487,8 +489,9 @@ def group_table(result):
     out.append(f"| protocol | join: converged s | join: CPU s | idle, {m} members: process / I/O threads, "
                f"% of a core | {leave} leave: converged s | leave: CPU s | close ms p50 / max "
                f"| idle, {m - leave} members: process / I/O threads % | partitions handed out: join / leave "
-               "| RSS MiB | failed |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+               "| metrics(): rebalances per member, join / leave (p50, max) "
+               "| metrics(): a member's last rebalance ms, join / leave (p50, max) | RSS MiB | failed |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for proto in s["group_protocols"]:
         rs = [r for r in g if r.get("protocol") == proto and "error" not in r]
         failed = sum(1 for r in g if r.get("protocol_arg") == proto and "error" in r)
@@ -500,7 +503,56 @@ def group_table(result):
             f"| {cell(rs, ('leave_phase', 'close_ms', 'p50'), 1)} / {cell(rs, ('leave_phase', 'close_ms', 'max'), 1)} "
             f"| {cell(rs, ('idle_rest', 'process_cpu_pct'), 2)} / {cell(rs, ('idle_rest', 'io_threads_cpu_pct'), 2)} "
             f"| {cell(rs, ('join', 'partitions_assigned'), 0)} / {cell(rs, ('leave_phase', 'partitions_assigned'), 0)} "
+            f"| {pair(rs, ('join', 'metrics', 'rebalances'), 0)} / {pair(rs, ('leave_phase', 'metrics', 'rebalances'), 0)} "
+            f"| {pair(rs, ('join', 'metrics', 'rebalance_latency_ms'), 0)} / "
+            f"{pair(rs, ('leave_phase', 'metrics', 'rebalance_latency_ms'), 0)} "
             f"| {cell(rs, ('rss_kib',), 1, 1 / 1024)} | {failed} |")
+    out.append("")
+    return out
+
+
+def pair(runs, path, digits):
+    """`p50, max` of a member distribution (medians over the runs), or – when no run has it."""
+    a, b = stat(runs, path + ("p50",)), stat(runs, path + ("max",))
+    if not a or not b:
+        return "–"
+    return f"{a['median']:,.{digits}f}, {b['median']:,.{digits}f}"
+
+
+def metrics_table(result):
+    """What each client's own metrics() said of its runs (the figures it has)."""
+    s = result["settings"]
+    runs = [r for r in result["runs"] if "error" not in r and r.get("metrics")]
+    if not runs:
+        return []
+    out = ["### What the clients' own metrics say", "",
+           "From the client's `metrics()` (ours: `Consumer::metrics()`; Java: `KafkaConsumer.metrics()`, "
+           "the client-wide values) at caught up and over the idle window, medians [min–max]. "
+           "*records consumed*: `records-consumed-total` at caught up (ours checks it equals the records "
+           "the application counted, and fails the run otherwise). *fetches*: `fetch-total` until caught "
+           "up; *fetch latency*: `fetch-latency-avg` (Java's is over its 30 s sample window, ours over "
+           "the last minute). *idle fetches/s, requests/s*: the growth of `fetch-total` and "
+           "`request-total` over the idle window: a fetch waits on the broker until a record arrives or "
+           "`fetch.max.wait.ms` (500 ms) passes, so with the steady producer's "
+           f"{s['steady_rate']} records/s and `fetch.min.bytes=1` a client that delivers each record "
+           f"at once makes about {s['steady_rate']} fetches/s, and one that asked only on the timeout "
+           "2 per broker).", "",
+           "| client, mode | partitions | records consumed | fetches to caught up | fetch latency avg ms "
+           "| idle: fetches/s | idle: requests/s |",
+           "|---|---|---|---|---|---|---|"]
+    for n in s["partitions"]:
+        for impl in s["impls"]:
+            for mode in s["modes"]:
+                rs = [r for r in runs if r["impl"] == impl and r["mode"] == mode and r["partitions"] == n]
+                if not rs:
+                    continue
+                out.append(
+                    f"| {impl}, {MODE_NAMES.get(mode, mode)} | {n:,} "
+                    f"| {cell(rs, ('metrics', 'records_consumed_total'), 0)} "
+                    f"| {cell(rs, ('metrics', 'fetch_total'), 0)} "
+                    f"| {cell(rs, ('metrics', 'fetch_latency_avg_ms'), 1)} "
+                    f"| {cell(rs, ('metrics', 'idle_fetches_per_s'), 2)} "
+                    f"| {cell(rs, ('metrics', 'idle_requests_per_s'), 2)} |")
     out.append("")
     return out
 
@@ -612,6 +664,7 @@ def markdown(result):
     L.append("")
     L.extend(targets(result))
     L.extend(single_tables(result))
+    L.extend(metrics_table(result))
     L.extend(group_table(result))
     if result["group_runs"]:
         L.append(f"Group: {s['group_members']} members as threads of one process (each its own consumer "
@@ -624,9 +677,76 @@ def markdown(result):
                  "the moment all call `subscribe` (join) or the leaving members call `close` (leave). "
                  "*CPU*: the process's, over the phase. *partitions handed out*: what "
                  f"`on_partitions_assigned` gave out during the phase ({s['group_partitions']:,} is the "
-                 "minimum for the join: more means partitions moved between members on the way).")
+                 "minimum for the join: more means partitions moved between members on the way). "
+                 "*metrics()*: the members' own `Consumer::metrics()`, taken after the phase's idle "
+                 "window from the members in the group then: how much each one's `rebalance-total` grew "
+                 "over the phase, and `last-rebalance-latency` of those that rebalanced (the member's "
+                 "own view: from its first step of the rebalance to its end, not the group's "
+                 "convergence); p50 and max over the members, median over the runs.")
         L.append("")
     return "\n".join(L) + "\n"
+
+
+def readme_block(result):
+    """The README's scale figures (between its bench:scale markers): the largest topic's
+    medians side by side, the targets, and the group's convergence."""
+    s, m = result["settings"], result["meta"]
+    runs = [r for r in result["runs"] if "error" not in r]
+    n = max(s["partitions"])
+    sizes = " / ".join(f"{p:,}" for p in sorted(s["partitions"]))
+    L = [f"Scale (`bash scripts/bench.sh --scale`; method in "
+         "[`benches/README.md`](benches/README.md#scale), every table in "
+         "[`benches/results/scale.md`](benches/results/scale.md)): one consumer given "
+         f"{sizes} partitions of a topic with {s['per_partition']} records of {s['record_bytes']} B in "
+         f"each and a producer adding {s['steady_rate']} records/s, ours and the Java `KafkaConsumer` "
+         f"{m['kafka_clients']} on the same broker, {s['runs']} interleaved rounds on the 2-core machine "
+         f"(load average {m['loadavg_1m']['start']} at the start). At {n:,} partitions, medians:", "",
+         "| client, mode | first record of every partition s | records/s | CPU µs per record "
+         "| RSS B per partition | idle: I/O thread / process, % of a core | close s |",
+         "|---|---|---|---|---|---|---|"]
+    for impl in s["impls"]:
+        for mode in s["modes"]:
+            rs = [r for r in runs if r["impl"] == impl and r["mode"] == mode and r["partitions"] == n]
+            if not rs:
+                continue
+            io = stat(rs, ("idle", "io_thread_cpu_pct"))
+            L.append(f"| {'ours' if impl == 'ours' else 'Java'}, {MODE_NAMES.get(mode, mode)} "
+                     f"| {med(rs, ('first_record_s', 'max'), 2)} | {med(rs, ('records_per_s',), 0)} "
+                     f"| {med(rs, ('cpu_us_per_record',), 2)} | {med(rs, ('rss_bytes_per_partition',), 0)} "
+                     f"| {fmt_med(io, 2) if io else '–'} / {med(rs, ('idle', 'process_cpu_pct'), 2)} "
+                     f"| {med(rs, ('close_s',), 3)} |")
+    L.append("")
+    L.extend(t for t in targets(result)[2:] if t)
+    g = [r for r in result["group_runs"] if "error" not in r]
+    if g:
+        parts = []
+        for proto in s["group_protocols"]:
+            rs = [r for r in g if r.get("protocol") == proto]
+            if rs:
+                parts.append(f"{'classic cooperative-sticky' if proto == 'classic' else 'the consumer protocol'} "
+                             f"{med(rs, ('join', 'converged_s'), 2)} s to join, "
+                             f"{med(rs, ('leave_phase', 'converged_s'), 2)} s after {s['group_leave']} leave")
+        failed = sum(1 for r in result["group_runs"] if "error" in r)
+        L.append(f"- A group of {s['group_members']} of our members on {s['group_partitions']:,} partitions "
+                 f"converges (every partition owned once and delivering): " + "; ".join(parts)
+                 + f" (medians; {failed} failed runs).")
+    wrapped = []
+    for line in L:
+        if line.startswith("|") or not line:
+            wrapped.append(line)
+        else:
+            wrapped.append(textwrap.fill(line, 95, subsequent_indent="  " if line.startswith("- ") else "",
+                                         break_on_hyphens=False, break_long_words=False))
+    return "\n".join(wrapped) + "\n"
+
+
+def med(runs, path, digits):
+    v = stat(runs, path)
+    return fmt_med(v, digits) if v else "–"
+
+
+def fmt_med(v, digits):
+    return f"{v['median']:,.{digits}f}"
 
 
 # ---------------------------------------------------------------------------- main
@@ -639,11 +759,12 @@ def main():
     args = ap.parse_args()
     if args.report:
         with open(os.path.join(args.report, "scale.json")) as f:
-            text = markdown(json.load(f))
+            result = json.load(f)
+        text = markdown(result)
         with open(os.path.join(args.report, "scale.md"), "w") as f:
             f.write(text)
         print(text)
-        return 0
+        return publish(args.report, result)
     s = settings(args.smoke)
     if os.environ.get("SCALE_NOTE"):
         args.note.append(os.environ["SCALE_NOTE"])
@@ -771,7 +892,19 @@ def main():
     for r in failed:
         log(f"FAILED: {r['label']}: {r['error']}")
     log(f"wrote {os.path.join(out_dir, 'scale.md')} and scale.json in {time.time() - t0:.0f} s")
-    return 1 if failed else 0
+    return publish(out_dir, result) or (1 if failed else 0)
+
+
+def publish(out_dir, result):
+    """A full run written to benches/results also rewrites the README's scale figures."""
+    if result["meta"]["smoke"] or not readme_block_mod.publishes(out_dir):
+        return 0
+    err = readme_block_mod.replace_block("scale", readme_block(result))
+    if err:
+        log(err)
+        return 1
+    log("README.md: the scale figures (bench:scale block) rewritten")
+    return 0
 
 
 if __name__ == "__main__":

@@ -30,6 +30,16 @@
 //!    until converged with the rest (`close_ms`: how long their `close` calls took).
 //! 4. Idle window again (`idle_rest`), then the rest close.
 //!
+//! `metrics` of a phase: what the members' own `Consumer::metrics()` say of it, taken after
+//! the phase's idle window (so a rebalance round that ends after convergence counts) from
+//! the members in the group then, against their snapshot before the phase (for the leave,
+//! the one after the first idle window): `rebalances` (p50 / max / sum over the members of
+//! `rebalance-total`'s growth), `rebalance_latency_ms` (p50 / max over the members that
+//! rebalanced of `last-rebalance-latency`: the member's own view of its last rebalance),
+//! `failed_rebalances` (sum of `failed-rebalance-total`'s growth), `records` (sum of
+//! `records-consumed-total`'s growth). The members take the snapshot on their own threads
+//! between polls when asked.
+//!
 //! `cpu_s` of a phase: the process's CPU from its start to converged (the threads'
 //! `/proc/self/task/*/schedstat`; the closed members' threads are gone by then, so for the
 //! leave phase it is the difference of the process's utime+stime from `/proc/self/stat`,
@@ -74,6 +84,33 @@ struct Group {
     assign_callbacks: u64,
     partitions_assigned: u64,
     errors: Vec<String>,
+    /// Snapshots are wanted from the members that have not taken one in this round.
+    metrics_round: u64,
+    /// Per member: its last snapshot (the round it answered).
+    metrics: Vec<MemberMetrics>,
+}
+
+/// What a member's `Consumer::metrics()` said, at the round it was asked for.
+#[derive(Clone, Copy, Default)]
+struct MemberMetrics {
+    round: u64,
+    rebalance_total: u64,
+    failed_rebalance_total: u64,
+    last_rebalance_latency_ms: Option<f64>,
+    records_consumed_total: u64,
+}
+
+impl MemberMetrics {
+    fn of(consumer: &Consumer, round: u64) -> MemberMetrics {
+        let m = consumer.metrics();
+        MemberMetrics {
+            round,
+            rebalance_total: m.rebalance_total,
+            failed_rebalance_total: m.failed_rebalance_total,
+            last_rebalance_latency_ms: m.last_rebalance_latency.map(|d| d.as_secs_f64() * 1e3),
+            records_consumed_total: m.records_consumed_total,
+        }
+    }
 }
 
 /// One member's rebalance listener.
@@ -96,6 +133,8 @@ struct Phase {
     assign_callbacks: u64,
     partitions_assigned: u64,
     close_ms: Vec<f64>,
+    /// The members' snapshots before and after the phase (see the module doc).
+    metrics: Option<(Vec<MemberMetrics>, Vec<MemberMetrics>)>,
 }
 
 /// Figures of an idle window.
@@ -126,6 +165,8 @@ impl Group {
             assign_callbacks: 0,
             partitions_assigned: 0,
             errors: Vec::new(),
+            metrics_round: 0,
+            metrics: vec![MemberMetrics::default(); members],
         }
     }
 
@@ -304,6 +345,8 @@ fn run(args: &Args, report: &mut Report) -> Result<(), Box<dyn std::error::Error
 
     // 2. Idle, all members.
     report.idle_all = idle_window(args.idle);
+    let after_join = snapshot(&group, args.members, args.timeout)?;
+    report.join.metrics = Some((vec![MemberMetrics::default(); args.members], after_join.clone()));
 
     // 3. Leave.
     let rest = args.members - args.leave;
@@ -348,6 +391,8 @@ fn run(args: &Args, report: &mut Report) -> Result<(), Box<dyn std::error::Error
 
     // 4. Idle, the rest; then they close.
     report.idle_rest = idle_window(args.idle);
+    let after_leave = snapshot(&group, rest, args.timeout)?;
+    report.leave.metrics = Some((after_join[..rest].to_vec(), after_leave));
     report.rss_kib = rss_kib();
     for m in &members {
         m.stop.store(true, Ordering::SeqCst);
@@ -392,7 +437,15 @@ fn spawn_member(
                 note(&e);
             }
             let mut seen = Vec::new();
+            let mut answered = 0;
             while !flag.load(Ordering::SeqCst) {
+                {
+                    let mut g = group.lock().unwrap();
+                    if g.metrics_round != answered {
+                        answered = g.metrics_round;
+                        g.metrics[member] = MemberMetrics::of(&consumer, answered);
+                    }
+                }
                 match consumer.poll(POLL_TIMEOUT) {
                     Ok(batch) if !batch.is_empty() => {
                         seen.clear();
@@ -441,6 +494,33 @@ fn converge(
                     &g.owned
                 ));
             }
+        }
+        std::thread::sleep(CHECK_EVERY);
+    }
+}
+
+/// Asks members `0..live` for a snapshot of their metrics and waits for every answer (each
+/// answers between two polls, within one poll timeout).
+fn snapshot(
+    group: &Mutex<Group>,
+    live: usize,
+    timeout: Duration,
+) -> Result<Vec<MemberMetrics>, String> {
+    let round = {
+        let mut g = group.lock().unwrap();
+        g.metrics_round += 1;
+        g.metrics_round
+    };
+    let start = Instant::now();
+    loop {
+        {
+            let g = group.lock().unwrap();
+            if g.metrics[..live].iter().all(|m| m.round == round) {
+                return Ok(g.metrics[..live].to_vec());
+            }
+        }
+        if start.elapsed() > timeout {
+            return Err(format!("not every member took its metrics within {timeout:?}"));
         }
         std::thread::sleep(CHECK_EVERY);
     }
@@ -509,12 +589,40 @@ impl Phase {
         };
         format!(
             "{{\"converged_s\":{},\"cpu_s\":{:.3},\"assign_callbacks\":{},\
-             \"partitions_assigned\":{},\"close_ms\":{close}}}",
+             \"partitions_assigned\":{},\"close_ms\":{close},\"metrics\":{}}}",
             self.converged_s
                 .map_or("null".to_owned(), |v| format!("{v:.6}")),
             self.cpu_s,
             self.assign_callbacks,
-            self.partitions_assigned
+            self.partitions_assigned,
+            self.metrics_json()
+        )
+    }
+
+    /// The phase's `metrics` object (see the module doc), `null` if it did not get there.
+    fn metrics_json(&self) -> String {
+        let Some((before, after)) = &self.metrics else {
+            return "null".to_owned();
+        };
+        let mut rebalances = Vec::new();
+        let mut latency_ms = Vec::new();
+        let (mut failed, mut records) = (0, 0);
+        for (b, a) in before.iter().zip(after) {
+            let grew = a.rebalance_total.saturating_sub(b.rebalance_total);
+            rebalances.push(grew as f64);
+            if grew > 0 {
+                latency_ms.extend(a.last_rebalance_latency_ms);
+            }
+            failed += a.failed_rebalance_total.saturating_sub(b.failed_rebalance_total);
+            records += a.records_consumed_total.saturating_sub(b.records_consumed_total);
+        }
+        let sum: f64 = rebalances.iter().sum();
+        let (r50, rmax) = median_max(&mut rebalances);
+        let (l50, lmax) = median_max(&mut latency_ms);
+        format!(
+            "{{\"rebalances\":{{\"p50\":{r50},\"max\":{rmax},\"sum\":{sum}}},\
+             \"rebalance_latency_ms\":{{\"p50\":{l50},\"max\":{lmax}}},\
+             \"failed_rebalances\":{failed},\"records\":{records}}}",
         )
     }
 }
@@ -587,4 +695,13 @@ fn schedstat_s(tid: u32) -> Option<f64> {
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .map(|ns| ns as f64 / 1e9)
+}
+
+/// The median and the maximum of `v` as JSON numbers (`null` if empty).
+fn median_max(v: &mut [f64]) -> (String, String) {
+    v.sort_by(f64::total_cmp);
+    match v.last() {
+        None => ("null".to_owned(), "null".to_owned()),
+        Some(max) => (format!("{:.3}", v[(v.len() - 1) / 2]), format!("{max:.3}")),
+    }
 }

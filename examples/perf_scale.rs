@@ -41,7 +41,13 @@
 //!   `/proc/self/task/TID/schedstat`, in % of one core), `process_cpu_pct` (the whole process,
 //!   the figure to compare with a client that has no I/O thread of its own), `records`
 //!   returned meanwhile and their `delivery_ms` (now minus the record's CreateTime);
-//! - `close_s`: `close`, leaving the group included.
+//! - `close_s`: `close`, leaving the group included;
+//! - `metrics`: what the consumer's own `metrics()` says: at caught up,
+//!   `records_consumed_total` (checked against the records counted here: a difference fails
+//!   the run), `bytes_consumed_total`, `fetch_total`, `fetch_latency_avg_ms`,
+//!   `requests_total` (every broker's `request-total`), `assigned_partitions`; over the idle
+//!   window, `idle_fetches_per_s` and `idle_requests_per_s` (the growth of `fetch-total` and
+//!   of the brokers' `request-total` per second) and `idle_fetch_latency_avg_ms`.
 //!
 //! Exits 1 (after printing what it has, `"error"` set) if it does not catch up within
 //! `--timeout-secs`. `PERF_SCALE_LOG=debug` (or another `log` level) writes the crate's log to
@@ -97,7 +103,34 @@ struct Report {
     idle_records: u64,
     delivery_ms: Vec<f64>,
     close_s: Option<f64>,
+    /// `metrics()` at caught up, and at the start and the end of the idle window.
+    metrics: [Option<Snapshot>; 3],
     error: Option<String>,
+}
+
+/// The figures the benchmark takes from `Consumer::metrics()`.
+#[derive(Clone, Copy)]
+struct Snapshot {
+    records_consumed_total: u64,
+    bytes_consumed_total: u64,
+    fetch_total: u64,
+    fetch_latency_avg_ms: Option<f64>,
+    requests_total: u64,
+    assigned_partitions: usize,
+}
+
+impl Snapshot {
+    fn of(consumer: &Consumer) -> Snapshot {
+        let m = consumer.metrics();
+        Snapshot {
+            records_consumed_total: m.records_consumed_total,
+            bytes_consumed_total: m.bytes_consumed_total,
+            fetch_total: m.fetch_total,
+            fetch_latency_avg_ms: m.fetch_latency_avg.map(|d| d.as_secs_f64() * 1e3),
+            requests_total: m.brokers.iter().map(|b| b.request_total).sum(),
+            assigned_partitions: m.assigned_partitions,
+        }
+    }
 }
 
 /// Notes when the listener has heard of `want` partitions.
@@ -297,6 +330,15 @@ fn run(args: &Args, report: &mut Report) -> Result<(), Box<dyn std::error::Error
     let caught_up = start.elapsed();
     report.caught_up_s = Some(caught_up.as_secs_f64());
     report.cpu_s = process_cpu_s() - cpu_before;
+    let at_caught_up = Snapshot::of(&consumer);
+    report.metrics[0] = Some(at_caught_up);
+    if at_caught_up.records_consumed_total != report.records {
+        return Err(format!(
+            "metrics() counts {} records consumed, the application {}",
+            at_caught_up.records_consumed_total, report.records
+        )
+        .into());
+    }
     report.first_record_s = first.iter().flatten().copied().collect();
     if let Some(at) = heard.state.lock().unwrap().1 {
         report.assigned_s = Some(at.duration_since(start).as_secs_f64());
@@ -311,6 +353,7 @@ fn run(args: &Args, report: &mut Report) -> Result<(), Box<dyn std::error::Error
     let io = io_thread();
     let io_before = io.and_then(thread_cpu_s);
     let proc_before = process_cpu_s();
+    report.metrics[1] = Some(Snapshot::of(&consumer));
     let window_start = Instant::now();
     while window_start.elapsed() < args.idle {
         let batch = consumer.poll(POLL_TIMEOUT)?;
@@ -326,6 +369,7 @@ fn run(args: &Args, report: &mut Report) -> Result<(), Box<dyn std::error::Error
         }
     }
     let window = window_start.elapsed().as_secs_f64();
+    report.metrics[2] = Some(Snapshot::of(&consumer));
     report.idle_window_s = window;
     report.idle_process_cpu_pct = (process_cpu_s() - proc_before) / window * 100.0;
     if let (Some(tid), Some(before)) = (io, io_before) {
@@ -405,8 +449,39 @@ impl Report {
             dist(&self.delivery_ms),
             opt(self.close_s)
         );
+        let _ = write!(s, ",\"metrics\":{}", self.metrics_json());
         if let Some(e) = &self.error {
             let _ = write!(s, ",\"error\":\"{}\"", e.replace(['"', '\\', '\n'], " "));
+        }
+        s.push('}');
+        s
+    }
+
+    /// The `metrics` object (see the module doc), `null` if the run did not catch up.
+    fn metrics_json(&self) -> String {
+        let Some(c) = self.metrics[0] else {
+            return "null".to_owned();
+        };
+        let mut s = format!(
+            "{{\"records_consumed_total\":{},\"bytes_consumed_total\":{},\"fetch_total\":{},\
+             \"fetch_latency_avg_ms\":{},\"requests_total\":{},\"assigned_partitions\":{}",
+            c.records_consumed_total,
+            c.bytes_consumed_total,
+            c.fetch_total,
+            opt(c.fetch_latency_avg_ms),
+            c.requests_total,
+            c.assigned_partitions
+        );
+        if let (Some(b), Some(a)) = (self.metrics[1], self.metrics[2]) {
+            let per_s = |grew: u64| opt(Some(grew as f64 / self.idle_window_s.max(1e-9)));
+            let _ = write!(
+                s,
+                ",\"idle_fetches_per_s\":{},\"idle_requests_per_s\":{},\
+                 \"idle_fetch_latency_avg_ms\":{}",
+                per_s(a.fetch_total.saturating_sub(b.fetch_total)),
+                per_s(a.requests_total.saturating_sub(b.requests_total)),
+                opt(a.fetch_latency_avg_ms)
+            );
         }
         s.push('}');
         s

@@ -23,6 +23,13 @@
 #                                    200 partitions, ours only, once (about a minute; port
 #                                    29710, results in target/bench-smoke/); SCALE_*
 #                                    variables change the settings (benches/scale.py, ENV)
+#   bash scripts/bench.sh --scale-rebalance [--smoke]
+#                                    both of the above, one after the other (about 35 min):
+#                                    every scale and rebalance table, the timelines, and the
+#                                    README's scale and rebalance figures (the blocks between
+#                                    its bench:scale and bench:rebalance markers, rewritten by
+#                                    a full run into benches/results/); exits non-zero if
+#                                    either failed (both run). --smoke: both smokes
 #
 # Environment:
 #   BENCH_RUNS         runs per contender and dataset (default 3; smoke: 1)
@@ -38,6 +45,14 @@
 # restarts. It is left running at the end only if it was already running before.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ "${1:-}" == --scale-rebalance ]]; then
+  shift
+  status=0
+  python3 benches/scale.py "$@" || status=1
+  bash scripts/bench-rebalance.sh "$@" || status=1
+  exit "$status"
+fi
 
 if [[ "${1:-}" == --rebalance ]]; then
   shift
@@ -56,7 +71,7 @@ case "${1:-}" in
   "") ;;
   --smoke) SMOKE=1 ;;
   --tls) TLS=1 ;;
-  *) echo "usage: $0 [--smoke|--tls|--scale [--smoke]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--smoke|--tls|--scale [--smoke]|--rebalance [--smoke]|--scale-rebalance [--smoke]]" >&2; exit 2 ;;
 esac
 
 for tool in cargo java python3; do

@@ -28,6 +28,10 @@
 //   was made) / partitions. For a JVM this mostly measures how far the heap has grown, which
 //   depends on the heap settings and the garbage collector's timing more than on the
 //   consumer's needs.
+// - metrics: the KafkaConsumer's own metrics() (the client-wide ones, tagged client-id only):
+//   consumer-fetch-manager-metrics records-consumed-total, bytes-consumed-total, fetch-total,
+//   fetch-latency-avg, and consumer-metrics request-total (every node), under the keys
+//   perf_scale.rs prints; assigned_partitions from assignment().
 //
 // Exits 1 (after printing what it has, "error" set) if it does not catch up in time.
 
@@ -42,6 +46,7 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Properties;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -49,6 +54,8 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -187,6 +194,7 @@ public class ScaleConsumer {
         }
         caughtUpS = (System.nanoTime() - start) / 1e9;
         cpuS = processCpuS() - cpuBefore;
+        metrics[0] = snapshot(consumer);
         if (allHeardAt[0] != 0) assignedS = (allHeardAt[0] - start) / 1e9;
 
         long settleUntil = System.nanoTime() + (long) (settleSecs * 1e9);
@@ -195,6 +203,7 @@ public class ScaleConsumer {
         long bg = mode.equals("consumer") ? threadId(threads, BACKGROUND_THREAD) : -1;
         long bgBefore = bg >= 0 ? threads.getThreadCpuTime(bg) : -1;
         double procBefore = processCpuS();
+        metrics[1] = snapshot(consumer);
         long w0 = System.nanoTime();
         while (System.nanoTime() - w0 < (long) (idleSecs * 1e9)) {
             ConsumerRecords<byte[], byte[]> batch = consumer.poll(POLL_TIMEOUT);
@@ -206,6 +215,7 @@ public class ScaleConsumer {
             }
         }
         idleWindowS = (System.nanoTime() - w0) / 1e9;
+        metrics[2] = snapshot(consumer);
         idleProcessPct = (processCpuS() - procBefore) / idleWindowS * 100;
         if (bg >= 0 && bgBefore >= 0) {
             long after = threads.getThreadCpuTime(bg);
@@ -216,6 +226,53 @@ public class ScaleConsumer {
         long t = System.nanoTime();
         consumer.close();
         closeS = (System.nanoTime() - t) / 1e9;
+    }
+
+    /** metrics() at caught up, and at the start and the end of the idle window. */
+    static final double[][] metrics = new double[3][];
+    static final String[][] METRICS = {
+        {"consumer-fetch-manager-metrics", "records-consumed-total"},
+        {"consumer-fetch-manager-metrics", "bytes-consumed-total"},
+        {"consumer-fetch-manager-metrics", "fetch-total"},
+        {"consumer-fetch-manager-metrics", "fetch-latency-avg"},
+        {"consumer-metrics", "request-total"},
+    };
+
+    /** The METRICS values (NaN: not there), then the number of assigned partitions. */
+    static double[] snapshot(KafkaConsumer<byte[], byte[]> consumer) {
+        double[] v = new double[METRICS.length + 1];
+        java.util.Arrays.fill(v, Double.NaN);
+        for (Map.Entry<MetricName, ? extends Metric> e : consumer.metrics().entrySet()) {
+            MetricName n = e.getKey();
+            if (n.tags().size() != 1) continue; // per topic, partition or node
+            for (int i = 0; i < METRICS.length; i++) {
+                if (n.group().equals(METRICS[i][0]) && n.name().equals(METRICS[i][1])
+                        && e.getValue().metricValue() instanceof Number x) {
+                    v[i] = x.doubleValue();
+                }
+            }
+        }
+        v[METRICS.length] = consumer.assignment().size();
+        return v;
+    }
+
+    static String metricsJson() {
+        double[] c = metrics[0], b = metrics[1], a = metrics[2];
+        if (c == null) return "null";
+        StringBuilder s = new StringBuilder();
+        s.append(String.format(Locale.ROOT, "{\"records_consumed_total\":%s,\"bytes_consumed_total\":%s,"
+                + "\"fetch_total\":%s,\"fetch_latency_avg_ms\":%s,\"requests_total\":%s,\"assigned_partitions\":%d",
+                finite(c[0]), finite(c[1]), finite(c[2]), finite(c[3]), finite(c[4]), (long) c[5]));
+        if (b != null && a != null && idleWindowS > 0) {
+            s.append(",\"idle_fetches_per_s\":").append(finite((a[2] - b[2]) / idleWindowS))
+                    .append(",\"idle_requests_per_s\":").append(finite((a[4] - b[4]) / idleWindowS))
+                    .append(",\"idle_fetch_latency_avg_ms\":").append(finite(a[3]));
+        }
+        return s.append('}').toString();
+    }
+
+    static String finite(double v) {
+        return Double.isFinite(v) ? String.format(Locale.ROOT, "%.6f", v) : "null";
     }
 
     static int countSet(double[] a) {
@@ -282,6 +339,7 @@ public class ScaleConsumer {
                 mode.equals("consumer") ? "\"" + BACKGROUND_THREAD + "\"" : "null", num(idleIoPct), idleProcessPct,
                 idleRecords, dist(deliveryMs)));
         s.append(",\"close_s\":").append(num(closeS));
+        s.append(",\"metrics\":").append(metricsJson());
         if (error != null) s.append(",\"error\":\"").append(error.replace('"', ' ').replace('\\', ' ').replace('\n', ' ')).append('"');
         return s.append('}').toString();
     }
