@@ -34,13 +34,21 @@ lines, the producer's acknowledgements and the moments of close and kill:
   in the step during which the repeat delivery happened; for "kill", also how many of them
   the killed member had delivered after its last commit of that partition (expected: it
   never committed them);
+- the clients' own figures: after each step has converged, every live member of ours and
+  Java's is sent `metrics` and prints its client's metrics (`Consumer::metrics`,
+  `consumer.metrics()`) as a `metrics` line, and one more just before it closes; the report
+  sets the per-step changes (rebalances, time in rebalances, failed rebalances) beside the
+  convergence, and checks `records_consumed_total` against the records lines (a mismatch
+  is a warning noted in the run, not a failure);
 - a run fails, and is reported as failed, when a step does not converge within
   EVENT_TIMEOUT, when a partition ends unowned or owned twice, when an acknowledged record
   is never delivered, or when a member reports an error or dies unasked.
 
 Writes OUT/rebalance.json, OUT/rebalance.md and OUT/rebalance-<contender>.svg (one
 timeline per contender, all its runs), and the members' raw output into LOGDIR.
-`--report-only OUT` redoes the report and the pictures from OUT/rebalance.json.
+`--report-only OUT` redoes the report and the pictures from OUT/rebalance.json. When OUT
+is benches/results (a full run, or `--report-only benches/results`), the README's
+`bench:rebalance` block is regenerated from the results (benches/readme_block.py).
 """
 
 import argparse
@@ -54,9 +62,12 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from html import escape
+
+from readme_block import publishes, replace_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The Java programs log WARN and above to stderr (by default log4j2 writes to stdout, where
@@ -96,6 +107,10 @@ RATIO_PAIRS = [
     ("ours-consumer", "java-consumer"),
     ("ours-consumer", "rdkafka-consumer"),
 ]
+# The members that answer the `metrics` command with their client's own figures (ours:
+# Consumer::metrics; Java: consumer.metrics()); librdkafka's prints none.
+METRICS_KINDS = ("ours", "java")
+METRICS_TIMEOUT_S = 15
 MEMBER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
 
 
@@ -124,8 +139,12 @@ def tp_partition(tp):
 class Member:
     """A group member process and what it printed, parsed as it arrives."""
 
-    def __init__(self, name, argv, logdir):
+    def __init__(self, name, argv, logdir, reports_metrics=False):
         self.name = name
+        self.reports_metrics = reports_metrics  # answers the `metrics` command
+        self.metrics = []          # its `metrics` lines, each with "at" and "delivered"
+        self.metrics_label = None  # "at" of the next `metrics` line: a step, or "final"
+        self.delivered = 0         # records delivered so far (the records lines' `n`)
         self.lock = threading.Lock()
         self.events = []           # parsed JSON lines, in order
         self.owned = {}            # partition -> ms its current ownership started
@@ -177,6 +196,12 @@ class Member:
                 self.last_change = t
         elif kind == "records":
             self.deliveries.setdefault(tp_partition(ev["tp"]), []).append(t)
+            self.delivered += ev.get("n", 0)
+        elif kind == "metrics":
+            snap = {k: v for k, v in ev.items() if k != "ev"}
+            snap["at"] = self.metrics_label
+            snap["delivered"] = self.delivered
+            self.metrics.append(snap)
         elif kind == "error":
             self.errors.append(ev.get("msg", ""))
         elif kind == "warn":
@@ -201,6 +226,9 @@ class Member:
             self.owned.clear()
 
     def close(self):
+        # Ours and Java's print a last `metrics` line before they close.
+        with self.lock:
+            self.metrics_label = "final"
         self.close_sent = now_ms()
         self.send("close")
 
@@ -346,13 +374,15 @@ def run_once(contender, run_no, round_no, topic, args, binaries, logdir):
     rdir = os.path.join(logdir, f"{contender}-{run_no}")
     os.makedirs(rdir, exist_ok=True)
     failures = []
+    metrics_notes = []
     steps = {}
     members = []
     t0 = now_ms()
     producer = Producer(args, topic, rdir)
 
     def spawn(i):
-        m = Member(f"m{i}", member_argv(kind, protocol, assignor, group, topic, args, binaries), rdir)
+        m = Member(f"m{i}", member_argv(kind, protocol, assignor, group, topic, args, binaries), rdir,
+                   reports_metrics=kind in METRICS_KINDS)
         members.append(m)
         return m
 
@@ -403,6 +433,10 @@ def run_once(contender, run_no, round_no, topic, args, binaries, logdir):
             if why:
                 failures.append(why)
                 raise StopIteration
+            silent = ask_metrics(members, step)
+            if silent:
+                metrics_notes.append(f"{step}: no metrics line from {', '.join(silent)} "
+                                     f"within {METRICS_TIMEOUT_S} s")
             if step == "close":
                 leaver.stop()
                 if leaver.proc.returncode != 0:
@@ -454,11 +488,51 @@ def run_once(contender, run_no, round_no, topic, args, binaries, logdir):
                      "events": m.events, "killed_ms": m.killed_at,
                      "close_ms": m.close_sent, "ended_ms": m.ended,
                      "warnings": m.warnings[:5], "warning_count": len(m.warnings),
-                     "exit": m.proc.returncode} for m in members],
+                     "exit": m.proc.returncode, "metrics": m.metrics} for m in members],
         "acked": sorted([p, o] for (p, o) in acked),
         "failures": failures,
     }
+    run["metrics_notes"] = metrics_notes + metrics_mismatches(run)
+    for n in run["metrics_notes"]:
+        log(f"WARNING: {contender} run {run_no}: metrics: {n}")
     return run
+
+
+def ask_metrics(members, label):
+    """Sends `metrics` to every live member that answers it and waits for the answers (the
+    member answers between two polls, so every records line it printed before counts in
+    its figures); returns the names of those that did not answer in time."""
+    asked = []
+    for m in members:
+        if m.reports_metrics and m.alive() and m.close_sent is None:
+            with m.lock:
+                m.metrics_label = label
+                asked.append((m, len(m.metrics)))
+            m.send("metrics")
+    deadline = time.time() + METRICS_TIMEOUT_S
+    while time.time() < deadline:
+        if all(len(m.metrics) > n or not m.alive() for m, n in asked):
+            break
+        time.sleep(0.05)
+    return [m.name for m, n in asked if len(m.metrics) <= n]
+
+
+def metrics_mismatches(run):
+    """The cross-check of each `metrics` line: the records the member delivered before it
+    (the records lines' `n`) against the client's `records_consumed_total`. Both count the
+    records `poll` returned, on the thread that printed them, so they agree exactly (ours
+    and Java's did in every line of the smoke runs of both contenders when this was
+    written). Still a mismatch is a warning of the run, not a failure: it says a client's
+    metric (or a member) miscounts, not that the group misbehaved, and the run's figures
+    stand."""
+    out = []
+    for m in run["members"]:
+        for snap in m.get("metrics") or []:
+            total = snap.get("records_consumed_total")
+            if total is not None and total != snap["delivered"]:
+                out.append(f"{m['name']} at {snap['at']}: records_consumed_total {total:,} but "
+                           f"{snap['delivered']:,} records delivered in its records lines")
+    return out
 
 
 def role_of(m, members):
@@ -668,12 +742,13 @@ def summary(vals):
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
 
 
-def fmt(s, unit=""):
+def fmt(s, unit="", digits=0):
     if s is None:
         return "–"
+    f = f",.{digits}f"
     if s["n"] == 1 or s["min"] == s["max"]:
-        return f"{s['median']:,.0f}{unit}" + (f" (n={s['n']})" if s["n"] > 1 else "")
-    return f"{s['median']:,.0f}{unit} [{s['min']:,.0f}–{s['max']:,.0f}]"
+        return f"{s['median']:{f}}{unit}" + (f" (n={s['n']})" if s["n"] > 1 else "")
+    return f"{s['median']:{f}}{unit} [{s['min']:{f}}–{s['max']:{f}}]"
 
 
 def stats(data):
@@ -746,16 +821,218 @@ def report_tables(data, contenders, st):
     return lines
 
 
+def step_metrics(run):
+    """What the members' `metrics` lines say about each step: per step, for each member that
+    answered after the step converged, the change since its previous line (its first one:
+    since it started) of rebalance_total, rebalance_latency_total_ms and
+    failed_rebalance_total, and its last_rebalance_latency_ms and commit_latency_avg_ms."""
+    out = {}
+    for m in run["members"]:
+        prev = {}
+        for snap in m.get("metrics") or []:
+            if snap.get("at") in STEPS:
+                def delta(k):
+                    v = snap.get(k)
+                    return None if v is None else v - (prev.get(k) or 0)
+                out.setdefault(snap["at"], []).append({
+                    "member": m["name"],
+                    "rebalances": delta("rebalance_total"),
+                    "latency_total_ms": delta("rebalance_latency_total_ms"),
+                    "failed": delta("failed_rebalance_total"),
+                    "last_latency_ms": snap.get("last_rebalance_latency_ms"),
+                    "commit_latency_avg_ms": snap.get("commit_latency_avg_ms"),
+                })
+            prev = snap
+    return out
+
+
+def report_metrics(data, contenders, st):
+    """The tables of what the clients measure themselves (their `metrics` lines)."""
+    lines = ["### As the clients measure themselves (`metrics()`)", "",
+             "From each live member's `metrics` line once the step had converged (ours: "
+             "`Consumer::metrics`; Java: `consumer.metrics()`; librdkafka's member prints none), "
+             "as the change since the member's previous line: **rebalances per member** "
+             "(`rebalance-total`, min–max over the members and runs); **time in rebalances** "
+             "(`rebalance-latency-total`: the longest any member spent in the step's "
+             "rebalances, median [min–max] over the runs), ours also **last rebalance** "
+             "(`last-rebalance-latency`, the longest over the members); the **convergence** "
+             "measured from the JSON lines, for comparison; **failed rebalances** "
+             "(`failed-rebalance-total`, all members and runs); **commit latency** "
+             "(`commit-latency-avg` over the client's window, about the last minute, median "
+             "over the members, then over the runs). A client's rebalance starts when it "
+             "hears of one (its next heartbeat) and ends when its new assignment is in hand, "
+             "before any record of it is fetched; the convergence starts at the step and ends "
+             "at the last partition's first delivery to its final owner. Records: the records "
+             "lines' `n` summed against `records-consumed-total` at each `metrics` line.", ""]
+    without = []
+    for c in contenders:
+        rs = [r for r in data["runs"] if r["contender"] == c]
+        per_run = [step_metrics(r) for r in rs]
+        snaps = [snap for r in rs for m in r["members"] for snap in m.get("metrics") or []]
+        if not snaps:
+            without.append(c)
+            continue
+        ours = CONTENDERS.get(c, ("",))[0] == "ours"
+        lines.append(f"**{c}**")
+        lines.append("")
+        lines.append("| step | rebalances per member | time in rebalances ms"
+                     + (" | last rebalance ms" if ours else "")
+                     + " | convergence ms (JSON lines) | failed rebalances | "
+                     "commit latency avg ms |")
+        lines.append("|---|---|---|" + ("---|" if ours else "") + "---|---|---|")
+        for step in STEPS:
+            ms = [sm.get(step, []) for sm in per_run]
+            counts = [x["rebalances"] for m in ms for x in m if x["rebalances"] is not None]
+            reb = "–" if not counts else (f"{min(counts)}" if min(counts) == max(counts)
+                                          else f"{min(counts)}–{max(counts)}")
+
+            def worst(m, key):
+                v = [x[key] for x in m if x[key] is not None and x["rebalances"]]
+                return max(v) if v else None
+
+            lat = summary([worst(m, "latency_total_ms") for m in ms])
+            last = summary([worst(m, "last_latency_ms") for m in ms])
+            failed = [x["failed"] for m in ms for x in m if x["failed"] is not None]
+            commit = summary([statistics.median(v) if v else None for v in
+                              ([x["commit_latency_avg_ms"] for x in m
+                                if x["commit_latency_avg_ms"] is not None] for m in ms)])
+            lines.append(f"| {step} | {reb} | {fmt(lat, digits=1)}"
+                         + (f" | {fmt(last, digits=1)}" if ours else "")
+                         + f" | {fmt(st[c][step]['convergence'])} | "
+                         f"{sum(failed) if failed else '–'} | {fmt(commit, digits=1)} |")
+        checked = [snap for snap in snaps if snap.get("records_consumed_total") is not None]
+        bad = [snap for snap in checked if snap["records_consumed_total"] != snap["delivered"]]
+        lines.append("")
+        lines.append(f"Records delivered (records lines) = `records-consumed-total` in "
+                     f"{len(checked) - len(bad)} of {len(checked)} `metrics` lines"
+                     + (" (**mismatches**: see the Runs table)." if bad else "."))
+        lines.append("")
+    if without:
+        lines.append("No `metrics` lines (–) from " + ", ".join(f"`{c}`" for c in without)
+                     + ": librdkafka's member does not print them, and runs before the "
+                       "members had the `metrics` command have none.")
+        lines.append("")
+    return lines
+
+
 def report_runs(data):
     lines = ["| contender | run | produced | delivered (distinct) | duplicates | "
              "overlap ms | warnings | result |", "|---|---|---|---|---|---|---|---|"]
     for r in data["runs"]:
         a = r["analysis"]
         res = "ok" if not r["failures"] else "**FAILED**: " + "; ".join(r["failures"])
+        if r.get("metrics_notes"):
+            res += "; metrics: " + "; ".join(r["metrics_notes"])
         lines.append(f"| {r['contender']} | {r['run']} | {r['produced']:,} | "
                      f"{a['distinct_delivered']:,} | {a['duplicates']:,} | {a['overlap_ms']:,} | "
                      f"{sum(m.get('warning_count', 0) for m in r['members'])} | {escape(res)} |")
     return lines
+
+
+# The README's rebalance table: its rows in this order, under these names.
+README_ROWS = [
+    ("ours-eager", "ours, classic eager (`range`)"),
+    ("ours-cooperative", "ours, `cooperative-sticky`"),
+    ("java-cooperative", "Java, `cooperative-sticky`"),
+    ("rdkafka-cooperative", "{rdkafka}, `cooperative-sticky`"),
+    ("ours-consumer", "ours, `group.protocol=consumer`"),
+    ("java-consumer", "Java, `group.protocol=consumer`"),
+    ("rdkafka-consumer", "{rdkafka}, `group.protocol=consumer`"),
+]
+README_WIDTH = 92
+
+
+def readme_block(data, st):
+    """The text of README.md's `bench:rebalance` block: the paragraph, the table and the
+    ratios, from the results."""
+    meta = data["meta"]
+    runs = meta["runs_per_contender"]
+    rdk = "librdkafka"
+    for c, d in meta["contenders"].items():
+        m = re.search(r"\(librdkafka ([^)]+)\)", d)
+        if c.startswith("rdkafka") and m:
+            rdk = f"librdkafka {m.group(1)}"
+    la = meta["loadavg_1m"]
+    lo, hi = sorted((round(la["start"]), round(la["end"])))
+    load = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    wait = meta.get("fetch_max_wait_ms", FETCH_MAX_WAIT_MS)
+    session = meta.get("classic", CLASSIC)["session_timeout_ms"] / 1000
+    intro = (
+        "Rebalances (`bash scripts/bench.sh --rebalance`; method in "
+        "[`benches/README.md`](benches/README.md#rebalances), all tables and a timeline per "
+        "contender in [`benches/results/rebalance.md`](benches/results/rebalance.md)): a "
+        f"{meta['partitions']}-partition topic, a producer writing {meta['rate']:,.0f} "
+        "sequence-numbered records/s, a group of 4 member processes; a 5th joins, one leaves "
+        f"with `close`, one is killed; {runs} interleaved run{'s' if runs != 1 else ''} per "
+        f"contender, on the {meta['nproc']}-core machine at a load average of {load} (1 min, "
+        "at the start and the end). Convergence is from the step (the joiner's `ready`, the "
+        "`close`, the kill) until every partition is owned once and delivering, median "
+        "[min–max] ms; the stall is the longest time a partition that kept its owner had a "
+        "record waiting and got nothing (median of the join step / worst of all steps and "
+        f"runs; **bold**: a median over `fetch.max.wait.ms`, {wait:,} ms); duplicates are "
+        "records delivered twice, all members committing in their revoke callback:")
+    out = textwrap.wrap(intro, README_WIDTH, break_long_words=False, break_on_hyphens=False)
+    out.append("")
+    out.append(f"| contender | join | close | kill ({session:g} s session timeout included) | "
+               "kept partitions: stall ms | duplicates: join+close, all runs / kill, median | "
+               "failed runs |")
+    out.append("|---|---|---|---|---|---|---|")
+    for c, label in README_ROWS:
+        if c not in st:
+            continue
+        rs = [r for r in data["runs"] if r["contender"] == c]
+        s = st[c]
+        stall = s["join"]["stall"]
+        stall_txt = fmt(None if stall is None else {**stall, "n": 1})
+        if stall is not None and stall["median"] > wait:
+            stall_txt = f"**{stall_txt}**"
+        worst = [s[step]["stall"]["max"] for step in STEPS if s[step]["stall"]]
+        dups = sum(r["analysis"]["steps"].get(step, {}).get("duplicates", 0)
+                   for r in rs for step in ("join", "close"))
+        kill_dups = s["kill"]["duplicates"]
+        kill_dups = "–" if kill_dups is None else f"{kill_dups['median']:,.0f}"
+        worst = f"{max(worst):,.0f}" if worst else "–"
+        out.append(f"| {label.format(rdkafka=rdk)} | {fmt(s['join']['convergence'])} | "
+                   f"{fmt(s['close']['convergence'])} | {fmt(s['kill']['convergence'])} | "
+                   f"{stall_txt} / {worst} | {dups:,} / {kill_dups} | "
+                   f"{s['failed']} of {s['runs']} |")
+    out.append("")
+
+    def ratios(a, b, labels):
+        """The ratios of the join, close and kill medians, `**bold**` where ours is slower
+        (consecutive ones in one span), or None."""
+        if a not in st or b not in st:
+            return None
+        cells = []
+        for step in ("join", "close", "kill"):
+            x, y = st[a][step]["convergence"], st[b][step]["convergence"]
+            r = f"{x['median'] / y['median']:.2f}" if x and y and y["median"] else "–"
+            cells.append((r + (f" ({step})" if labels else ""), r != "–" and float(r) > 1))
+        text, k = [], 0
+        while k < len(cells):
+            j = k
+            while cells[k][1] and j + 1 < len(cells) and cells[j + 1][1]:
+                j += 1
+            span = ", ".join(c for c, _ in cells[k:j + 1])
+            text.append(f"**{span}**" if cells[k][1] else span)
+            k = j + 1
+        return ", ".join(text)
+
+    parts = []
+    for peer, head in (("java", "Ours / Java on the same protocol (median convergence): "),
+                       ("rdkafka", "Ours / librdkafka: ")):
+        groups = []
+        for proto, name in (("cooperative", "cooperative-sticky"), ("consumer", "consumer protocol")):
+            r = ratios(f"ours-{proto}", f"{peer}-{proto}", labels=not parts and not groups)
+            if r:
+                groups.append(f"{name} {r}")
+        if groups:
+            parts.append(head + "; ".join(groups) + ".")
+    if parts:
+        out.extend(textwrap.wrap(" ".join(parts), README_WIDTH, initial_indent="- ",
+                                 subsequent_indent="  ", break_long_words=False,
+                                 break_on_hyphens=False))
+    return "\n".join(out) + "\n"
 
 
 def write_report(out_dir, data):
@@ -793,6 +1070,7 @@ def write_report(out_dir, data):
         f"`{c}`: {meta['contenders'][c]}" for c in contenders) + ".")
     md.append("")
     md.extend(report_tables(data, contenders, st))
+    md.extend(report_metrics(data, contenders, st))
     md.append("### Runs")
     md.append("")
     md.extend(report_runs(data))
@@ -807,6 +1085,11 @@ def write_report(out_dir, data):
         with open(os.path.join(out_dir, f"rebalance-{c}.svg"), "w") as f:
             f.write(svg(c, [r for r in data["runs"] if r["contender"] == c], data["meta"]))
     print("\n".join(report_tables(data, contenders, st)))
+    if publishes(out_dir) and not meta["smoke"]:
+        err = replace_block("rebalance", readme_block(data, st))
+        print(f"rebalance: README.md: {err}" if err else
+              "rebalance: README.md's bench:rebalance block follows these results",
+              file=sys.stderr)
     failed = [r for r in data["runs"] if r["failures"]]
     for r in failed:
         print(f"FAILED: {r['contender']} run {r['run']}: {'; '.join(r['failures'])}")

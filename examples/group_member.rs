@@ -45,11 +45,17 @@
 //! timestamp); `{"ev":"committed",
 //! "offsets":{"T-P":OFFSET,...}}`; `{"ev":"warn"|"error","msg":"..."}` (also a `warn` when
 //! the commit in `on_partitions_revoked` fails, which the plain format only logs);
-//! `{"ev":"left"}`.
+//! `{"ev":"left"}`; `{"ev":"metrics",...}` (on the `metrics` command, and just before the
+//! consumer closes: the client's own figures from `Consumer::metrics`, under the Java
+//! names in snake case, durations in ms, `null` for none: `rebalance_total`,
+//! `rebalance_latency_total_ms`, `rebalance_latency_avg_ms`, `rebalance_latency_max_ms`,
+//! `last_rebalance_latency_ms`, `last_rebalance_seconds_ago`, `failed_rebalance_total`,
+//! `records_consumed_total`, `commit_total`, `commit_latency_avg_ms`,
+//! `commit_latency_max_ms`, `assigned_partitions`, `unassigned_time_total_ms`).
 //!
 //! Commands on stdin, one per line: `pause-poll MS` (do not poll for MS milliseconds),
-//! `commit` (`commit_sync` of what was consumed), `close` (close, print `left`, exit 0);
-//! end of input is `close`.
+//! `commit` (`commit_sync` of what was consumed), `metrics` (print the `metrics` line;
+//! `--format json` only), `close` (close, print `left`, exit 0); end of input is `close`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -160,6 +166,45 @@ fn committed(offsets: &HashMap<TopicPartition, OffsetAndMetadata>) {
     } else {
         out(&offsets_line(offsets));
     }
+}
+
+/// Milliseconds as a JSON number, or `null`.
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(
+        || "null".into(),
+        |d| format!("{:.3}", d.as_secs_f64() * 1000.0),
+    )
+}
+
+/// The `{"ev":"metrics"}` line: the figures the rebalance benchmark compares with what it
+/// measures from the other lines (the Java member prints the same names).
+fn metrics_json(consumer: &Consumer) {
+    let m = consumer.metrics();
+    out_json(
+        "metrics",
+        &format!(
+            ",\"rebalance_total\":{},\"rebalance_latency_total_ms\":{},\
+             \"rebalance_latency_avg_ms\":{},\"rebalance_latency_max_ms\":{},\
+             \"last_rebalance_latency_ms\":{},\"last_rebalance_seconds_ago\":{},\
+             \"failed_rebalance_total\":{},\"records_consumed_total\":{},\
+             \"commit_total\":{},\"commit_latency_avg_ms\":{},\"commit_latency_max_ms\":{},\
+             \"assigned_partitions\":{},\"unassigned_time_total_ms\":{}",
+            m.rebalance_total,
+            ms(Some(m.rebalance_latency_total)),
+            ms(m.rebalance_latency_avg),
+            ms(m.rebalance_latency_max),
+            ms(m.last_rebalance_latency),
+            m.last_rebalance_seconds_ago
+                .map_or_else(|| "null".into(), |s| s.to_string()),
+            m.failed_rebalance_total,
+            m.records_consumed_total,
+            m.commit_total,
+            ms(m.commit_latency_avg),
+            ms(m.commit_latency_max),
+            m.assigned_partitions,
+            ms(Some(m.unassigned_time_total)),
+        ),
+    );
 }
 
 /// `{"ev":"records"}` lines for what one `poll` returned: per partition, in the order
@@ -404,6 +449,7 @@ fn run() -> AnyResult<()> {
                         }
                         check(r)?;
                     }
+                    (Some("metrics"), None) if json() => metrics_json(&consumer),
                     (Some("close"), None) => break,
                     _ => return Err(format!("unknown command {cmd:?}").into()),
                 }
@@ -443,6 +489,9 @@ fn run() -> AnyResult<()> {
                 check(r)?;
             }
         }
+    }
+    if json() {
+        metrics_json(&consumer);
     }
     consumer.close()?;
     plain("left");

@@ -62,11 +62,19 @@
 // "parts":["T-P",...]} (at the same moments as the lines above); {"ev":"records","tp":"T-P",
 // "ranges":[[FIRST,LAST],...],"n":N,"ts":TS} (one per partition and poll: the offsets
 // returned, as runs of consecutive offsets, how many, and the first one's record timestamp); {"ev":"committed","offsets":{"T-P":OFFSET,...}};
-// {"ev":"warn"|"error","msg":"..."}; {"ev":"left"}.
+// {"ev":"warn"|"error","msg":"..."}; {"ev":"left"}; {"ev":"metrics",...} (on the metrics
+// command, and just before the consumer closes: the client's own figures from
+// consumer.metrics(), consumer-coordinator-metrics and consumer-fetch-manager-metrics, under
+// the names examples/group_member.rs prints: rebalance_total, rebalance_latency_total_ms,
+// rebalance_latency_avg_ms, rebalance_latency_max_ms, last_rebalance_latency_ms (null: the
+// Java client has no such metric), last_rebalance_seconds_ago, failed_rebalance_total,
+// records_consumed_total, commit_total, commit_latency_avg_ms, commit_latency_max_ms,
+// assigned_partitions; null where the client reports NaN or lacks the metric).
 //
 // Commands on stdin, one per line:
 //   pause-poll MS   do not call poll for MS milliseconds (to exceed max.poll.interval.ms)
 //   commit          commitSync of the consumed offsets of the owned partitions
+//   metrics         print the metrics line (--format json only)
 //   close           close the consumer (leaves the group), print "left", exit 0
 //   EOF             as close
 //
@@ -97,6 +105,8 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -327,6 +337,40 @@ public class GroupMember {
         else out("committed " + (sb.length() == 0 ? "-" : sb.toString()));
     }
 
+    /** A client-wide metric's value (tags: client-id only) as a JSON number, or null. */
+    static String metric(Map<MetricName, ? extends Metric> all, String group, String name, boolean integer) {
+        for (Map.Entry<MetricName, ? extends Metric> e : all.entrySet()) {
+            MetricName n = e.getKey();
+            if (!n.group().equals(group) || !n.name().equals(name)) continue;
+            if (n.tags().containsKey("topic") || n.tags().containsKey("partition")) continue;
+            Object v = e.getValue().metricValue();
+            if (!(v instanceof Number)) return "null";
+            double d = ((Number) v).doubleValue();
+            if (!Double.isFinite(d)) return "null";
+            return integer ? Long.toString(Math.round(d)) : String.format(java.util.Locale.ROOT, "%.3f", d);
+        }
+        return "null";
+    }
+
+    /** The {"ev":"metrics"} line (the names examples/group_member.rs prints). */
+    static void metricsJson() {
+        Map<MetricName, ? extends Metric> all = consumer.metrics();
+        String c = "consumer-coordinator-metrics", f = "consumer-fetch-manager-metrics";
+        String ago = metric(all, c, "last-rebalance-seconds-ago", true);
+        outJson("metrics", ",\"rebalance_total\":" + metric(all, c, "rebalance-total", true)
+                + ",\"rebalance_latency_total_ms\":" + metric(all, c, "rebalance-latency-total", false)
+                + ",\"rebalance_latency_avg_ms\":" + metric(all, c, "rebalance-latency-avg", false)
+                + ",\"rebalance_latency_max_ms\":" + metric(all, c, "rebalance-latency-max", false)
+                + ",\"last_rebalance_latency_ms\":null"
+                + ",\"last_rebalance_seconds_ago\":" + (ago.startsWith("-") ? "null" : ago)
+                + ",\"failed_rebalance_total\":" + metric(all, c, "failed-rebalance-total", true)
+                + ",\"records_consumed_total\":" + metric(all, f, "records-consumed-total", true)
+                + ",\"commit_total\":" + metric(all, c, "commit-total", true)
+                + ",\"commit_latency_avg_ms\":" + metric(all, c, "commit-latency-avg", false)
+                + ",\"commit_latency_max_ms\":" + metric(all, c, "commit-latency-max", false)
+                + ",\"assigned_partitions\":" + metric(all, c, "assigned-partitions", true));
+    }
+
     static final ConsumerRebalanceListener LISTENER = new ConsumerRebalanceListener() {
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> tps) {
@@ -441,7 +485,12 @@ public class GroupMember {
                         offsets.keySet().retainAll(consumer.assignment());
                         commit(offsets);
                         break;
+                    case "metrics":
+                        if (!json) throw new IllegalArgumentException("metrics: --format json only");
+                        metricsJson();
+                        break;
                     case "close":
+                        if (json) metricsJson();
                         consumer.close();
                         checkListener();
                         plain("left");
