@@ -346,7 +346,10 @@ fn run(args: &Args, report: &mut Report) -> Result<(), Box<dyn std::error::Error
     // 2. Idle, all members.
     report.idle_all = idle_window(args.idle);
     let after_join = snapshot(&group, args.members, args.timeout)?;
-    report.join.metrics = Some((vec![MemberMetrics::default(); args.members], after_join.clone()));
+    report.join.metrics = Some((
+        vec![MemberMetrics::default(); args.members],
+        after_join.clone(),
+    ));
 
     // 3. Leave.
     let rest = args.members - args.leave;
@@ -520,7 +523,9 @@ fn snapshot(
             }
         }
         if start.elapsed() > timeout {
-            return Err(format!("not every member took its metrics within {timeout:?}"));
+            return Err(format!(
+                "not every member took its metrics within {timeout:?}"
+            ));
         }
         std::thread::sleep(CHECK_EVERY);
     }
@@ -613,8 +618,12 @@ impl Phase {
             if grew > 0 {
                 latency_ms.extend(a.last_rebalance_latency_ms);
             }
-            failed += a.failed_rebalance_total.saturating_sub(b.failed_rebalance_total);
-            records += a.records_consumed_total.saturating_sub(b.records_consumed_total);
+            failed += a
+                .failed_rebalance_total
+                .saturating_sub(b.failed_rebalance_total);
+            records += a
+                .records_consumed_total
+                .saturating_sub(b.records_consumed_total);
         }
         let sum: f64 = rebalances.iter().sum();
         let (r50, rmax) = median_max(&mut rebalances);

@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use mio::{Poll, Waker};
+use parking_lot::Mutex;
 
 use super::{IoLoop, WAKER};
 use crate::buffer::Budget;
@@ -179,12 +180,12 @@ impl TopicCache {
             .into_iter()
             .map(|d| (Arc::clone(&d.topic), d))
             .collect();
-        *self.topics.lock().unwrap_or_else(|e| e.into_inner()) = topics;
+        *self.topics.lock() = topics;
     }
 
     /// The partitions of `topic`, if published and still fresh at `now`.
     pub fn partitions(&self, topic: &str, now: Instant) -> Option<Vec<TopicPartition>> {
-        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let topics = self.topics.lock();
         let d = topics.get(topic)?;
         d.fresh_until
             .is_none_or(|u| now < u)
@@ -205,7 +206,7 @@ pub(crate) struct SharedMetrics {
 impl SharedMetrics {
     /// Runs `f` on the figures, under the lock.
     pub fn with<R>(&self, f: impl FnOnce(&mut IoStats) -> R) -> R {
-        f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()))
+        f(&mut self.stats.lock())
     }
 }
 
