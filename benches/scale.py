@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import signal
 import subprocess
@@ -48,6 +49,7 @@ FULL = {
     "idle_secs": 10, "settle_secs": 2, "timeout_secs": 120,
     "group_partitions": 1000, "group_members": 50, "group_leave": 25,
     "group_protocols": "classic,consumer", "group_idle_secs": 5, "group_heartbeat_ms": 500,
+    "simulate": 1,
     "port": 29700, "run_dir": "target/kafka/scale", "heap": "-Xms1g -Xmx2g",
     "out": "benches/results",
 }
@@ -55,6 +57,7 @@ SMOKE = {
     **FULL, "partitions": "200", "per_partition": 5, "runs": 1, "impls": "ours",
     "idle_secs": 2, "settle_secs": 1, "timeout_secs": 60,
     "group_partitions": 200, "group_members": 10, "group_leave": 5, "group_idle_secs": 1,
+    "simulate": 0,
     "port": 29710, "run_dir": "target/kafka/scale-smoke", "heap": "-Xms256m -Xmx1g",
     "out": "target/bench-smoke",
 }
@@ -78,6 +81,7 @@ ENV = {
     "port": "SCALE_KAFKA_PORT",                # the broker's PLAINTEXT port (controller: +1)
     "run_dir": "SCALE_KAFKA_RUN_DIR",
     "heap": "SCALE_KAFKA_HEAP",                # the broker's KAFKA_HEAP_OPTS
+    "simulate": "SCALE_SIMULATE",              # 1: also the 100,000-partition simulation
     "out": "SCALE_OUT",
 }
 # server.properties lines for many partitions (KAFKA_EXTRA_PROPS; SCALE_BROKER_PROPS adds
@@ -123,6 +127,57 @@ def settings(smoke):
         s[k] = [x for x in str(s[k]).split(",") if x]
     s["broker_props"] = BROKER_PROPS + [l for l in os.environ.get("SCALE_BROKER_PROPS", "").splitlines() if l]
     return s
+
+
+# ---------------------------------------------------------------------------- simulation
+
+SIM_LINE = re.compile(r"^  (\S.*?)\s+([0-9.]+) ms$")
+SIM_HEAP = re.compile(r"heap per idle partition: fetcher ([0-9.]+) B, metadata cache ([0-9.]+) B")
+
+
+def simulate():
+    """tests/scale_sim.rs: every path a real broker here cannot hold, at 100,000 partitions,
+    through the sans-IO components and the simulated brokers; one run, the times it prints."""
+    log("simulation: cargo test --release --test scale_sim (100,000 partitions)")
+    t0 = time.time()
+    p = subprocess.run(["cargo", "test", "--release", "--quiet", "--test", "scale_sim", "--",
+                        "--nocapture", "--test-threads", "1"], cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    sim = {"steps": [], "exit_code": p.returncode, "wall_s": round(time.time() - t0, 1)}
+    for line in p.stdout.splitlines():
+        m = SIM_LINE.match(line)
+        if m:
+            sim["steps"].append({"what": m.group(1), "ms": float(m.group(2))})
+        m = SIM_HEAP.search(line)
+        if m:
+            sim["heap_per_idle_partition"] = {"fetcher": float(m.group(1)), "metadata": float(m.group(2))}
+    if p.returncode != 0 or not sim["steps"]:
+        sim["error"] = f"exit code {p.returncode}, {len(sim['steps'])} steps"
+        sim["output_tail"] = p.stdout[-2000:]
+        log(f"simulation FAILED: {sim['error']}\n{sim['output_tail']}")
+    else:
+        slow = max(sim["steps"], key=lambda x: x["ms"])
+        log(f"simulation: {len(sim['steps'])} paths, the slowest {slow['ms']:.1f} ms ({slow['what']})")
+    return sim
+
+
+def simulation_table(result):
+    sim = result.get("simulation")
+    if not sim:
+        return []
+    out = ["### 100,000 partitions in simulation", ""]
+    if "error" in sim:
+        return out + [f"FAILED: {sim['error']}", ""]
+    out += ["The paths a broker on this machine cannot hold, at 100,000 partitions, through the "
+            "sans-IO components and the simulated brokers (`tests/scale_sim.rs`, release build, one "
+            "run; the test asserts the results, not the times). Target: each within a second.", "",
+            "| path | ms |", "|---|---|"]
+    out += [f"| {x['what']} | {x['ms']:,.1f} |" for x in sim["steps"]]
+    heap = sim.get("heap_per_idle_partition")
+    if heap:
+        out += ["", f"Heap per idle partition, by what dropping it frees: fetcher {heap['fetcher']:,.0f} B, "
+                    f"metadata cache {heap['metadata']:,.0f} B."]
+    return out + [""]
 
 
 # ---------------------------------------------------------------------------- the broker
@@ -684,6 +739,7 @@ def markdown(result):
                  "own view: from its first step of the rebalance to its end, not the group's "
                  "convergence); p50 and max over the members, median over the runs.")
         L.append("")
+    L.extend(simulation_table(result))
     return "\n".join(L) + "\n"
 
 
@@ -730,6 +786,12 @@ def readme_block(result):
         L.append(f"- A group of {s['group_members']} of our members on {s['group_partitions']:,} partitions "
                  f"converges (every partition owned once and delivering): " + "; ".join(parts)
                  + f" (medians; {failed} failed runs).")
+    sim = result.get("simulation")
+    if sim and "error" not in sim:
+        slow = max(sim["steps"], key=lambda x: x["ms"])
+        L.append(f"- At 100,000 partitions in simulation (`tests/scale_sim.rs`: metadata, fetch planning and "
+                 f"sessions, offset lookups, commits, the three assignors, KIP-848 reconciliation) every "
+                 f"path takes at most {slow['ms']:,.0f} ms ({slow['what']}; target: a second).")
     wrapped = []
     for line in L:
         if line.startswith("|") or not line:
@@ -756,10 +818,22 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--note", action="append", default=[])
     ap.add_argument("--report", metavar="DIR", help="only rewrite DIR/scale.md from DIR/scale.json")
+    ap.add_argument("--simulate", metavar="DIR",
+                    help="only run the 100,000-partition simulation, put it into DIR/scale.json and "
+                         "rewrite DIR/scale.md")
     args = ap.parse_args()
-    if args.report:
-        with open(os.path.join(args.report, "scale.json")) as f:
+    if args.report or args.simulate:
+        d = args.report or args.simulate
+        with open(os.path.join(d, "scale.json")) as f:
             result = json.load(f)
+        if args.simulate:
+            result["simulation"] = simulate()
+            with open(os.path.join(d, "scale.json"), "w") as f:
+                json.dump(result, f, indent=1)
+                f.write("\n")
+            if "error" in result["simulation"]:
+                return 1
+        args.report = d
         text = markdown(result)
         with open(os.path.join(args.report, "scale.md"), "w") as f:
             f.write(text)
@@ -779,6 +853,7 @@ def main():
     os.makedirs(logdir, exist_ok=True)
 
     t0 = time.time()
+    simulation = simulate() if s["simulate"] else None
     log("building examples/perf_scale and examples/perf_group (release)")
     subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "perf_scale",
                     "--example", "perf_group"], cwd=ROOT, check=True)
@@ -881,6 +956,8 @@ def main():
                        "group": round(t_group)},
     }
     result = {"meta": meta, "settings": s, "warmups": warmups, "runs": runs, "group_runs": group_runs}
+    if simulation:
+        result["simulation"] = simulation
     with open(os.path.join(out_dir, "scale.json"), "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
@@ -889,6 +966,8 @@ def main():
         f.write(text)
     print(text)
     failed = [r for r in warmups + runs + group_runs if "error" in r]
+    if simulation and "error" in simulation:
+        failed.append({"label": "simulation", "error": simulation["error"]})
     for r in failed:
         log(f"FAILED: {r['label']}: {r['error']}")
     log(f"wrote {os.path.join(out_dir, 'scale.md')} and scale.json in {time.time() - t0:.0f} s")
