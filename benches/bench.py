@@ -652,6 +652,8 @@ def main():
     ap.add_argument("--kafka-version", default="?")
     ap.add_argument("--broker-jvm", default="?")
     ap.add_argument("--note", action="append", default=[])
+    ap.add_argument("--datasets", default="",
+                    help="comma-separated dataset topics to run (default: all of the mode's)")
     args = ap.parse_args()
     if (args.tls or args.tls_smoke) and not (args.ssl_bootstrap and args.ca):
         ap.error("--tls and --tls-smoke need --ssl-bootstrap and --ca")
@@ -662,6 +664,13 @@ def main():
         datasets = [dict(d) for d in TLS_DATASETS]
     else:
         datasets = [dict(d) for d in (SMOKE_DATASETS if args.smoke else FULL_DATASETS)]
+    if args.datasets:
+        wanted = args.datasets.split(",")
+        unknown = [w for w in wanted if w not in {d["topic"] for d in datasets}]
+        if unknown:
+            ap.error(f"unknown dataset(s) {', '.join(unknown)}: this mode has "
+                     + ", ".join(d["topic"] for d in datasets))
+        datasets = [d for d in datasets if d["topic"] in wanted]
     pattern = "smoke-.*" if args.smoke else "bench-.*"
     os.makedirs(args.out, exist_ok=True)
     logdir = args.logdir

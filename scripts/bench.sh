@@ -37,6 +37,8 @@
 #                      rdkafka-nocrc,rdkafka-tuned,ours-subscribe-classic,ours-subscribe-consumer; with --tls of ours-graviola,ours-ring,java,
 #                      rdkafka,rdkafka-tuned (the default), rdkafka-nocrc, ours
 #   BENCH_NOTE         a note for the report (e.g. on the machine's load)
+#   BENCH_DATASETS     comma-separated subset of the mode's datasets (e.g.
+#                      bench-1k-none,bench-1k-lz4); default all
 #   BENCH_OUT          where the results go instead (e.g. a second TLS session kept apart
 #                      from benches/results/)
 #
@@ -174,6 +176,7 @@ stamp="$(mktemp)"
 python3 benches/bench.py --bootstrap "$BOOTSTRAP" --libs "$LIBS" --run-dir "$BENCH_RUN_DIR" \
   --out "$OUT" --logdir "target/bench-logs/$(basename "$OUT")" --runs "$RUNS" \
   --contenders "$CONTENDERS" --kafka-version "$KAFKA_VERSION_USED" \
+  ${BENCH_DATASETS:+--datasets "$BENCH_DATASETS"} \
   --broker-jvm "${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g} -XX:+UseG1GC -XX:MaxGCPauseMillis=20" \
   "${EXTRA[@]}" || rc=$?
 
