@@ -21,8 +21,11 @@
 //! offsets in `on_partitions_revoked`); `--auto-offset-reset earliest|latest|none`
 //! (default `latest`); `--auto-commit true|false` (default false: this member commits in
 //! its listener and on `commit`); `--commit-every-ms N` (also `commit_sync` of what was
-//! consumed every N ms, after the records were printed); `--format lines|json` (default
-//! `lines`: the lines below; `json`: the JSON lines below); `--on-error exit|continue`
+//! consumed every N ms, after the records were printed); `--format lines|stamped|json`
+//! (default `lines`: the lines below; `stamped`: the same lines, each after `@MS ` with
+//! MS the wall-clock milliseconds when it was written, so that a reader can order the lines
+//! of several members by when they happened rather than by when it read them; `json`: the
+//! JSON lines below); `--on-error exit|continue`
 //! (default `exit`: an error from `poll` or a commit ends the member; `continue` prints it
 //! as a `warn` line and goes on, as an application that rides out faults does); `--set
 //! KEY=VALUE` (any other property).
@@ -67,11 +70,19 @@ use kafka_consumer::{
     Consumer, ConsumerConfig, ConsumerRecords, OffsetAndMetadata, RebalanceListener, TopicPartition,
 };
 
-/// `--format json`: JSON lines instead of the plain ones (set once, before any output).
-static JSON: OnceLock<bool> = OnceLock::new();
+/// `--format`, set once before any output.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Lines,
+    /// The plain lines, each after `@MS ` (wall-clock milliseconds).
+    Stamped,
+    Json,
+}
+
+static FORMAT: OnceLock<Format> = OnceLock::new();
 
 fn json() -> bool {
-    JSON.get().copied().unwrap_or(false)
+    FORMAT.get() == Some(&Format::Json)
 }
 
 fn main() {
@@ -87,6 +98,9 @@ fn main() {
 
 fn out(line: &str) {
     let mut stdout = std::io::stdout().lock();
+    if FORMAT.get() == Some(&Format::Stamped) {
+        let _ = write!(stdout, "@{} ", now_ms());
+    }
     let _ = writeln!(stdout, "{line}");
     let _ = stdout.flush();
 }
@@ -361,13 +375,15 @@ fn run() -> AnyResult<()> {
     if let Some(k) = opts.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(format!("unknown option {k}").into());
     }
-    let json_format = match opts.get("--format").map(String::as_str) {
-        None | Some("lines") => false,
-        Some("json") => true,
-        Some(v) => return Err(format!("bad --format {v}: lines or json").into()),
+    let format = match opts.get("--format").map(String::as_str) {
+        None | Some("lines") => Format::Lines,
+        Some("stamped") => Format::Stamped,
+        Some("json") => Format::Json,
+        Some(v) => return Err(format!("bad --format {v}: lines, stamped or json").into()),
     };
-    JSON.set(json_format)
-        .expect("the format is set once, before any output");
+    FORMAT
+        .set(format)
+        .map_err(|_| "the format is set once, before any output")?;
     let need = |k: &str| {
         opts.get(k)
             .cloned()

@@ -30,8 +30,9 @@
 //                                      partitions every N ms, after the records were printed;
 //                                      a failed one (e.g. refused during a classic rebalance)
 //                                      prints "warn MESSAGE" and the member goes on
-//   --format lines|json                lines (default): the lines below; json: the JSON lines
-//                                      below
+//   --format lines|stamped|json        lines (default): the lines below; stamped: the same
+//                                      lines, each after "@MS " (wall-clock milliseconds when
+//                                      written); json: the JSON lines below
 //   --prop KEY=VALUE                   a consumer property, set after (so overriding) all of
 //                                      the above; may be repeated, e.g. for SASL_SSL:
 //                                      --prop security.protocol=SASL_SSL
@@ -125,6 +126,8 @@ public class GroupMember {
     static Throwable listenerError;
     /** --format json. */
     static boolean json;
+    /** --format stamped: each plain line after "@MS " (wall-clock milliseconds when written). */
+    static boolean stamped;
     /** --commit-every-ms (0: only on revoke and on the commit command). */
     static long commitEveryMs;
 
@@ -159,7 +162,7 @@ public class GroupMember {
     }
 
     static synchronized void out(String line) {
-        System.out.println(line);
+        System.out.println(stamped ? "@" + System.currentTimeMillis() + " " + line : line);
         System.out.flush();
     }
 
@@ -286,10 +289,11 @@ public class GroupMember {
         commitOnRevoke = commit.equals("revoke");
         commitEveryMs = Long.parseLong(opts.getOrDefault("--commit-every-ms", "0"));
         String format = opts.getOrDefault("--format", "lines");
-        if (!format.equals("lines") && !format.equals("json")) {
-            throw new IllegalArgumentException("--format must be lines or json");
+        if (!format.equals("lines") && !format.equals("stamped") && !format.equals("json")) {
+            throw new IllegalArgumentException("--format must be lines, stamped or json");
         }
         json = format.equals("json");
+        stamped = format.equals("stamped");
         for (String[] kv : props) p.put(kv[0], kv[1]);
         return p;
     }

@@ -1,7 +1,8 @@
 //! A group member in a process of its own: a Java `KafkaConsumer`
 //! (`scripts/java/GroupMember.java`, see the comment at its top for the options and the
 //! line format) or ours (`examples/group_member.rs`, which speaks the same lines): started,
-//! then observed through the events it prints, each kept with the moment it was read.
+//! then observed through the events it prints (`--format stamped`), each kept with the
+//! moment its member wrote it (its stamp, never later than when it was read).
 //!
 //! Partitions are owned from their `assigned` line until their `revoked` or `lost` line,
 //! or until the process ends (a killed member owns nothing, whatever the broker thinks).
@@ -252,8 +253,41 @@ struct Log {
 /// The time base of the logs in failure messages: the first member's start, so that all
 /// members' times compare.
 fn epoch() -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+    anchor().0
+}
+
+/// The first member's start on both clocks: an `Instant`, and the wall-clock milliseconds
+/// the members stamp their lines with (`--format stamped`).
+fn anchor() -> (Instant, u128) {
+    static ANCHOR: std::sync::OnceLock<(Instant, u128)> = std::sync::OnceLock::new();
+    *ANCHOR.get_or_init(|| (Instant::now(), wall_ms()))
+}
+
+fn wall_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// When a line read at `read` happened: its member's stamp (`@MS `, wall-clock milliseconds
+/// when it was written) taken as the end of that millisecond, and never later than the
+/// read. Ordering lines of several members by when they were read is wrong by however long
+/// a reader thread waited to be scheduled (a revoke read 2 ms after the assignment it came
+/// before, on a loaded machine); by their stamps it is right to the millisecond.
+fn stamped(line: &str, read: Instant) -> (Instant, &str) {
+    let Some((ms, rest)) = line
+        .strip_prefix('@')
+        .and_then(|l| l.split_once(' '))
+        .and_then(|(ms, rest)| Some((ms.parse::<u128>().ok()?, rest)))
+    else {
+        return (read, line);
+    };
+    let (at, at_ms) = anchor();
+    let after = u64::try_from((ms + 1).saturating_sub(at_ms)).unwrap_or(u64::MAX);
+    let happened = at
+        .checked_add(Duration::from_millis(after))
+        .map_or(read, |t| t.min(read));
+    (happened, rest)
 }
 
 /// A running `GroupMember.java`; killed on drop.
@@ -333,6 +367,7 @@ impl JavaMember {
             .as_deref()
             .unwrap_or_else(|| super::bootstrap());
         cmd.args(["--bootstrap", bootstrap])
+            .args(["--format", "stamped"])
             .args(["--group", &opts.group])
             .args(["--protocol", &opts.protocol])
             .args([
@@ -403,8 +438,9 @@ impl JavaMember {
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
-                    let event = Event::parse(&line);
-                    log.lock().unwrap().events.push((Instant::now(), event));
+                    let (at, line) = stamped(&line, Instant::now());
+                    let event = Event::parse(line);
+                    log.lock().unwrap().events.push((at, event));
                 }
                 log.lock().unwrap().ended = Some(Instant::now());
             })
@@ -714,7 +750,8 @@ pub fn assert_no_overlap(members: &[&JavaMember]) {
         timeline.extend(log.events.iter().map(|(t, e)| (*t, i, Some(e.clone()))));
         timeline.extend(log.ended.map(|t| (t, i, None)));
     }
-    timeline.sort_by_key(|(t, _, _)| *t);
+    // Within a millisecond, what a member gave up comes before what another was given.
+    timeline.sort_by_key(|(t, _, e)| (*t, matches!(e, Some(Event::Assigned { .. }))));
     let mut owner: BTreeMap<Partition, usize> = BTreeMap::new();
     for (t, i, e) in timeline {
         match e {
