@@ -240,6 +240,27 @@ fn a_32_kib_zstd_batch_inflating_to_1_gib_is_too_large_naming_where_to_seek_in_b
     );
 }
 
+/// A zstd frame may declare a window far larger than its batch (up to 2^41 bytes): a
+/// decoder keeps that much history, and the pure-Rust one hands out nothing before it has
+/// it, so the output limit alone would act only after a gigabyte was held. The declared
+/// history is checked against the budget before any decoder is made.
+#[test]
+fn a_zstd_frame_declaring_a_terabyte_window_is_too_large_before_anything_is_decoded() {
+    let _s = serial();
+    let bomb = zstd_zeros_in_window(1 << 30, 0xF0);
+    assert!(bomb.len() <= 40 * 1024, "{} bytes", bomb.len());
+    let bad = compressed_batch(2, 1000, ZSTD, &bomb);
+    let (e, growth) = first_error_and_growth(good_then(bad, 1002), &[0, 1], config);
+    assert_eq!(e.kind(), ErrorKind::RecordTooLarge, "{e}");
+    assert_names_the_batch(&e);
+    assert_eq!(e.skip_to(), Some(1002), "{e}");
+    assert!(
+        growth < 48 * MIB,
+        "peak resident memory grew by {}",
+        mib(growth)
+    );
+}
+
 // ----- 16: the prefetch budget ----------------------------------------------------------
 
 #[test]

@@ -1118,9 +1118,81 @@ mod codec {
         Err(RecordError::CodecDisabled("lz4"))
     }
 
+    /// The zstd frame magic number (RFC 8878, 3.1.1), little-endian on the wire.
+    #[cfg(any(feature = "zstd", feature = "zstd-native"))]
+    const ZSTD_MAGIC: u32 = 0xFD2F_B528;
+
+    /// The history a decoder keeps for the zstd frame at the start of `input`: its window
+    /// size, or its content size when that is smaller or the frame is a single segment (RFC
+    /// 8878, 3.1.1.1); `None` when `input` does not start with a whole zstd frame header
+    /// (a skippable frame, a truncated header, not zstd: the decoder says what it is).
+    ///
+    /// A decoder holds up to this much of the frame's output besides what it hands out (the
+    /// pure-Rust one hands out nothing until it has that much): a window the header declares
+    /// up to 2^41 bytes would let a few bytes of input make it hold gigabytes before any
+    /// output limit can act.
+    #[cfg(any(feature = "zstd", feature = "zstd-native"))]
+    pub(super) fn zstd_frame_history(input: &[u8]) -> Option<u64> {
+        let magic = u32::from_le_bytes(input.get(..4)?.try_into().ok()?);
+        if magic != ZSTD_MAGIC {
+            return None;
+        }
+        let descriptor = *input.get(4)?;
+        let single_segment = descriptor & 0x20 != 0;
+        let mut at = 5;
+        let window = if single_segment {
+            None
+        } else {
+            let w = *input.get(at)?;
+            at += 1;
+            let base = 1u64 << (10 + (w >> 3));
+            Some(base + (base / 8) * u64::from(w & 7))
+        };
+        at += [0, 1, 2, 4][usize::from(descriptor & 3)]; // dictionary id
+        let content = match (descriptor >> 6, single_segment) {
+            (0, false) => None,
+            (0, true) => Some(u64::from(*input.get(at)?)),
+            (1, _) => {
+                let b = input.get(at..at + 2)?;
+                Some(u64::from(u16::from_le_bytes([b[0], b[1]])) + 256)
+            }
+            (2, _) => Some(u64::from(u32::from_le_bytes(
+                input.get(at..at + 4)?.try_into().ok()?,
+            ))),
+            _ => Some(u64::from_le_bytes(input.get(at..at + 8)?.try_into().ok()?)),
+        };
+        match (window, content) {
+            (Some(w), Some(c)) => Some(w.min(c)),
+            (w, c) => w.or(c),
+        }
+    }
+
+    /// The history a zstd frame may ask its decoder to keep even when the output limit is
+    /// smaller: 8 MiB, the window of libzstd's levels up to 19 when the size is not known
+    /// in advance (the Java producer's frames: 2 MiB at its default level 3), so that a
+    /// small `fetch.buffer.bytes` still reads them. A decoder's history is freed when the
+    /// batch is decoded.
+    #[cfg(any(feature = "zstd", feature = "zstd-native"))]
+    const ZSTD_HISTORY_ALLOWANCE: usize = 8 * 1024 * 1024;
+
+    /// Refuses a zstd frame whose decoder would keep more history (see
+    /// [`zstd_frame_history`]) than `limit` or [`ZSTD_HISTORY_ALLOWANCE`], whichever is
+    /// larger, before any decoder allocates for it: the frame is refused as too large for
+    /// the budget, as its output would be.
+    #[cfg(any(feature = "zstd", feature = "zstd-native"))]
+    fn check_zstd_history(frame: &[u8], limit: usize) -> Result<(), RecordError> {
+        match zstd_frame_history(frame) {
+            Some(history) if history > limit.max(ZSTD_HISTORY_ALLOWANCE) as u64 => {
+                Err(RecordError::DecompressedTooLarge { limit })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// With the `zstd-native` feature: libzstd (C, built by the `zstd` crate), several
     /// times faster than the pure-Rust decoder on literal-heavy data. It reads
-    /// concatenated and skippable frames itself.
+    /// concatenated and skippable frames itself; only the first frame's history is checked
+    /// before it starts (libzstd refuses windows over 128 MiB in any frame by itself).
     #[cfg(feature = "zstd-native")]
     pub(super) fn zstd(
         input: &[u8],
@@ -1128,13 +1200,15 @@ mod codec {
         end: &mut usize,
         limit: usize,
     ) -> Result<(), RecordError> {
+        check_zstd_history(input, limit)?;
         let decoder =
             ::zstd::stream::read::Decoder::with_buffer(input).map_err(|e| failed("zstd", e))?;
         read_limited(decoder, input.len(), out, end, limit, "zstd")
     }
 
     /// `ruzstd`'s streaming decoder reads one frame; loop over concatenated frames and step
-    /// over skippable ones.
+    /// over skippable ones. Each frame's history must fit in what is left of the limit
+    /// before its decoder is made.
     #[cfg(all(feature = "zstd", not(feature = "zstd-native")))]
     pub(super) fn zstd(
         input: &[u8],
@@ -1151,6 +1225,8 @@ mod codec {
         while !rest.is_empty() {
             let budget = limit - (filled - start);
             let left = rest.len();
+            check_zstd_history(rest, budget)
+                .map_err(|_| RecordError::DecompressedTooLarge { limit })?;
             match StreamingDecoder::new(&mut rest) {
                 Ok(mut decoder) => {
                     read_limited(&mut decoder, left, out, &mut filled, budget, "zstd")?
@@ -2951,6 +3027,62 @@ mod tests {
         skippable.extend_from_slice(b"xyz");
         let z = [zstd(&section[..5]), skippable, zstd(&section[5..])].concat();
         assert_sample(&compressed_batch(Compression::Zstd, &z, &recs), 40);
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn a_zstd_frame_header_tells_the_history_its_decoder_keeps() {
+        use super::codec::zstd_frame_history as history;
+        let magic = 0xFD2F_B528u32.to_le_bytes();
+        let frame = |rest: &[u8]| [&magic[..], rest].concat();
+        // Window descriptors: exponent 10 (1 MiB), with mantissa 3 (+3/8), exponent 30.
+        assert_eq!(history(&frame(&[0x00, 0x50])), Some(1 << 20));
+        assert_eq!(
+            history(&frame(&[0x00, 0x53])),
+            Some((1 << 20) + 3 * (1 << 17))
+        );
+        assert_eq!(history(&frame(&[0x00, 0xF0])), Some(1 << 40));
+        // A content size smaller than the window bounds it: 2 bytes (+256), 4, 8.
+        assert_eq!(history(&frame(&[0x40, 0x50, 0x10, 0x00])), Some(256 + 16));
+        assert_eq!(history(&frame(&[0x80, 0x50, 5, 0, 0, 0])), Some(5));
+        assert_eq!(
+            history(&frame(&[0xC0, 0x50, 0, 0, 0, 0, 1, 0, 0, 0])),
+            Some(1 << 20)
+        );
+        // Single segment: the content size is the window (1-byte field), after a
+        // 1-byte dictionary id.
+        assert_eq!(history(&frame(&[0x21, 7, 200])), Some(200));
+        // Not a whole zstd frame header: the decoder's business.
+        assert_eq!(history(&frame(&[0x00])), None);
+        assert_eq!(history(&frame(&[0x80, 0x50, 5, 0])), None);
+        assert_eq!(history(&0x184D_2A50u32.to_le_bytes()), None);
+        assert_eq!(history(b"not zstd"), None);
+    }
+
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn a_zstd_frame_whose_window_exceeds_the_limit_and_8_mib_is_too_large_before_decoding() {
+        // A 16 MiB window over 3 RLE blocks of 100 zeros: tiny output, but a decoder may
+        // keep 16 MiB of history; the limit is 1 MiB.
+        let mut z = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x70];
+        for last in [0u32, 0, 1] {
+            z.extend_from_slice(&(last | 1 << 1 | 100 << 3).to_le_bytes()[..3]);
+            z.push(0);
+        }
+        let mut out = Vec::new();
+        assert_eq!(
+            decompress(Compression::Zstd, &z, &mut out, MIB),
+            Err(RecordError::DecompressedTooLarge { limit: MIB })
+        );
+        assert!(out.capacity() == 0);
+        // A 16 MiB limit takes it; so does a 1 MiB limit with an 8 MiB window, as a
+        // producer at zstd level 19 would write.
+        decompress(Compression::Zstd, &z, &mut out, 16 * MIB).unwrap();
+        assert_eq!(out, vec![0u8; 300]);
+        out.clear();
+        z[5] = 0x68;
+        decompress(Compression::Zstd, &z, &mut out, MIB).unwrap();
+        assert_eq!(out, vec![0u8; 300]);
     }
 
     #[cfg(feature = "zstd")]

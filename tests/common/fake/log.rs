@@ -150,7 +150,7 @@ pub fn zstd_frame(data: &[u8]) -> Vec<u8> {
         }
     }
     push_raw(&mut blocks, &data[raw_start..]);
-    zstd_write(blocks)
+    zstd_write(blocks, ZSTD_WINDOW_1_MIB)
 }
 
 fn push_raw<'a>(blocks: &mut Vec<ZstdBlock<'a>>, data: &'a [u8]) {
@@ -163,18 +163,27 @@ fn push_raw<'a>(blocks: &mut Vec<ZstdBlock<'a>>, data: &'a [u8]) {
 
 /// A zstd frame of `n` zero bytes (RLE blocks only: about 4 bytes per 128 KiB).
 pub fn zstd_zeros(n: usize) -> Vec<u8> {
+    zstd_zeros_in_window(n, ZSTD_WINDOW_1_MIB)
+}
+
+/// The window descriptor of a 1 MiB window (RFC 8878, 3.1.1.1.2: exponent 10, mantissa 0).
+const ZSTD_WINDOW_1_MIB: u8 = 0x50;
+
+/// Like [`zstd_zeros`], in a frame whose header declares the window of `descriptor`
+/// (`0xF0`: 2^40 bytes, a terabyte).
+pub fn zstd_zeros_in_window(n: usize, descriptor: u8) -> Vec<u8> {
     let blocks = (0..n.div_ceil(ZSTD_MAX_BLOCK)).map(|k| ZstdBlock {
         rle: true,
         bytes: &[0],
         len: (n - k * ZSTD_MAX_BLOCK).min(ZSTD_MAX_BLOCK),
     });
-    zstd_write(blocks.collect())
+    zstd_write(blocks.collect(), descriptor)
 }
 
-fn zstd_write(mut blocks: Vec<ZstdBlock<'_>>) -> Vec<u8> {
+fn zstd_write(mut blocks: Vec<ZstdBlock<'_>>, window: u8) -> Vec<u8> {
     // Magic; frame header descriptor: no content size, no checksum, not single-segment;
-    // window descriptor: 1 MiB.
-    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x50];
+    // the window descriptor.
+    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, window];
     if blocks.is_empty() {
         blocks.push(ZstdBlock {
             rle: false,
