@@ -22,6 +22,9 @@
 //!
 //! Usage: zstd-decode-bench [--quick] [--min-cpu S] [--reps N] [--frames stream|bulk|both]
 //!        [--out PATH_WITHOUT_EXTENSION]   (writes PATH.md and PATH.json)
+//!        zstd-decode-bench --probe-window DECODER WINDOW_LOG OUTPUT_MIB LIMIT_KIB
+//!        (one hostile frame, see `probe_window`; benches/zstd-decode/probe-window.sh runs
+//!        the set quoted in README.md)
 
 use std::fmt::Write as _;
 use std::io::{Read, Write as _};
@@ -407,18 +410,19 @@ fn decode(
     st: &mut States,
     input: &[u8],
     out: &mut Vec<u8>,
+    limit: usize,
 ) -> Result<usize, String> {
     match (dec, shape) {
-        (Dec::Ruzstd08, Shape::New) => ruzstd_frames!(ruzstd08, input, out, LIMIT, |r| {
+        (Dec::Ruzstd08, Shape::New) => ruzstd_frames!(ruzstd08, input, out, limit, |r| {
             ruzstd08::decoding::StreamingDecoder::new(r)
         }),
-        (Dec::Ruzstd08, Shape::Reused) => ruzstd_frames!(ruzstd08, input, out, LIMIT, |r| {
+        (Dec::Ruzstd08, Shape::Reused) => ruzstd_frames!(ruzstd08, input, out, limit, |r| {
             ruzstd08::decoding::StreamingDecoder::new_with_decoder(r, &mut st.r08)
         }),
-        (Dec::Ruzstd09, Shape::New) => ruzstd_frames!(ruzstd09, input, out, LIMIT, |r| {
+        (Dec::Ruzstd09, Shape::New) => ruzstd_frames!(ruzstd09, input, out, limit, |r| {
             ruzstd09::decoding::StreamingDecoder::new(r)
         }),
-        (Dec::Ruzstd09, Shape::Reused) => ruzstd_frames!(ruzstd09, input, out, LIMIT, |r| {
+        (Dec::Ruzstd09, Shape::Reused) => ruzstd_frames!(ruzstd09, input, out, limit, |r| {
             ruzstd09::decoding::StreamingDecoder::new_with_decoder(r, &mut st.r09)
         }),
         // structured-zstd's StreamingDecoder reads concatenated and skippable frames
@@ -426,7 +430,7 @@ fn decode(
         (Dec::Structured, Shape::New) => {
             let decoder = structured_zstd::decoding::StreamingDecoder::new(input);
             let mut filled = 0;
-            read_limited(decoder, input.len(), out, &mut filled, LIMIT)?;
+            read_limited(decoder, input.len(), out, &mut filled, limit)?;
             Ok(filled)
         }
         (Dec::Structured, Shape::Reused) => {
@@ -435,7 +439,7 @@ fn decode(
                 &mut st.structured,
             );
             let mut filled = 0;
-            read_limited(decoder, input.len(), out, &mut filled, LIMIT)?;
+            read_limited(decoder, input.len(), out, &mut filled, limit)?;
             Ok(filled)
         }
         // The library's zstd-native code.
@@ -443,13 +447,13 @@ fn decode(
             let decoder =
                 zstd::stream::read::Decoder::with_buffer(input).map_err(|e| e.to_string())?;
             let mut filled = 0;
-            read_limited(decoder, input.len(), out, &mut filled, LIMIT)?;
+            read_limited(decoder, input.len(), out, &mut filled, limit)?;
             Ok(filled)
         }
         (Dec::Libzstd, Shape::Reused) => {
             let decoder = zstd::stream::read::Decoder::with_context(input, &mut st.dctx);
             let mut filled = 0;
-            read_limited(decoder, input.len(), out, &mut filled, LIMIT)?;
+            read_limited(decoder, input.len(), out, &mut filled, limit)?;
             Ok(filled)
         }
     }
@@ -479,7 +483,7 @@ fn measure(
     min_cpu: f64,
 ) -> f64 {
     let t0 = thread_cpu();
-    decode(dec, shape, st, input, out).unwrap();
+    decode(dec, shape, st, input, out, LIMIT).unwrap();
     let one = (thread_cpu() - t0).max(1e-7);
     let chunk = ((0.002 / one) as usize).clamp(1, 1 << 20);
     let start = thread_cpu();
@@ -487,7 +491,7 @@ fn measure(
     let mut spent;
     loop {
         for _ in 0..chunk {
-            let n = decode(dec, shape, st, std::hint::black_box(input), out).unwrap();
+            let n = decode(dec, shape, st, std::hint::black_box(input), out, LIMIT).unwrap();
             debug_assert_eq!(n, expect_len);
             std::hint::black_box(&out[..n]);
         }
@@ -508,6 +512,67 @@ fn median(v: &mut [f64]) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Window probe: what a hostile frame that declares a large window costs each decoder.
+
+/// A frame that declares a window of 2^`window_log` bytes (no content size, not single
+/// segment) and holds `blocks` RLE blocks of 128 KiB of zeros: 4 bytes of input per 128 KiB
+/// of output.
+fn window_bomb(window_log: u32, blocks: usize) -> Vec<u8> {
+    let mut f = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, ((window_log - 10) << 3) as u8];
+    for i in 0..blocks {
+        let last = (i + 1 == blocks) as u32;
+        let header = (128 * 1024u32) << 3 | 1 << 1 | last; // RLE block
+        f.extend_from_slice(&header.to_le_bytes()[..3]);
+        f.push(0);
+    }
+    f
+}
+
+fn max_rss_kib() -> i64 {
+    // SAFETY: a valid `who` and a valid pointer to an rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru.ru_maxrss
+}
+
+/// `--probe-window DECODER WINDOW_LOG OUTPUT_MIB LIMIT_KIB`: decode one such frame with the
+/// library's code and a limit, in a process of its own, and report the outcome and the
+/// process's peak RSS.
+fn probe_window(mut args: impl Iterator<Item = String>) {
+    let dec = match args.next().unwrap().as_str() {
+        "ruzstd08" => Dec::Ruzstd08,
+        "ruzstd09" => Dec::Ruzstd09,
+        "structured_zstd" => Dec::Structured,
+        "libzstd" => Dec::Libzstd,
+        d => panic!("unknown decoder {d}"),
+    };
+    let window_log: u32 = args.next().unwrap().parse().unwrap();
+    let mib: usize = args.next().unwrap().parse().unwrap();
+    let limit_kib: usize = args.next().unwrap().parse().unwrap();
+    let frame = window_bomb(window_log, mib * 8);
+    let before = max_rss_kib();
+    let mut st = States::new();
+    let mut out = Vec::new();
+    let r = decode(dec, Shape::New, &mut st, &frame, &mut out, limit_kib << 10);
+    let outcome = match r {
+        Ok(n) => format!("decoded {n} B"),
+        Err(e) => format!("error: {e}"),
+    };
+    println!(
+        "{} | window 2^{} | {} MiB of zeros in {} B | limit {} KiB | {} | peak RSS {} MiB (before {} MiB)",
+        dec.name(),
+        window_log,
+        mib,
+        frame.len(),
+        limit_kib,
+        outcome.chars().take(90).collect::<String>(),
+        max_rss_kib() / 1024,
+        before / 1024
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -558,6 +623,7 @@ fn main() {
                 }
             }
             "--out" => out_path = Some(args.next().unwrap()),
+            "--probe-window" => return probe_window(args),
             a => panic!("unknown argument {a}; see the header of src/main.rs"),
         }
     }
@@ -579,7 +645,7 @@ fn main() {
                     // Check every decoder and shape before timing anything.
                     for shape in Shape::ALL {
                         for dec in Dec::ALL {
-                            let n = decode(dec, shape, &mut st, &z, &mut out)
+                            let n = decode(dec, shape, &mut st, &z, &mut out, LIMIT)
                                 .unwrap_or_else(|e| panic!("{} {}: {e}", dec.name(), shape.name()));
                             assert!(
                                 n == raw.len() && out[..n] == raw[..],
