@@ -99,20 +99,43 @@ impl Kind {
 }
 
 const SERVICES: &[&str] = &[
-    "checkout", "payments", "inventory", "search", "auth", "shipping", "catalog", "gateway",
+    "checkout",
+    "payments",
+    "inventory",
+    "search",
+    "auth",
+    "shipping",
+    "catalog",
+    "gateway",
 ];
 const LEVELS: &[&str] = &["INFO", "INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"];
 const METHODS: &[&str] = &["GET", "GET", "GET", "POST", "PUT", "DELETE"];
 const PATHS: &[&str] = &[
-    "/api/v1/orders", "/api/v1/orders/{id}", "/api/v1/cart", "/api/v2/search", "/login",
-    "/api/v1/users/{id}/profile", "/api/v1/payments", "/healthz", "/api/v1/items/{id}",
+    "/api/v1/orders",
+    "/api/v1/orders/{id}",
+    "/api/v1/cart",
+    "/api/v2/search",
+    "/login",
+    "/api/v1/users/{id}/profile",
+    "/api/v1/payments",
+    "/healthz",
+    "/api/v1/items/{id}",
 ];
-const STATUSES: &[&str] = &["200", "200", "200", "200", "201", "204", "304", "400", "404", "500"];
+const STATUSES: &[&str] = &[
+    "200", "200", "200", "200", "201", "204", "304", "400", "404", "500",
+];
 const MESSAGES: &[&str] = &[
-    "request completed", "cache miss, loading from database", "user session refreshed",
-    "payment authorised", "retrying upstream call", "slow query detected",
-    "order created", "token validation failed", "rate limit close to threshold",
-    "item out of stock", "connection pool exhausted, waiting",
+    "request completed",
+    "cache miss, loading from database",
+    "user session refreshed",
+    "payment authorised",
+    "retrying upstream call",
+    "slow query detected",
+    "order created",
+    "token validation failed",
+    "rate limit close to threshold",
+    "item out of stock",
+    "connection pool exhausted, waiting",
 ];
 
 fn json_line(rng: &mut Rng, i: u64) -> Vec<u8> {
@@ -120,7 +143,9 @@ fn json_line(rng: &mut Rng, i: u64) -> Vec<u8> {
     let (secs, milli) = (ms / 1000, ms % 1000);
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
     let service = rng.pick(SERVICES);
-    let path = rng.pick(PATHS).replace("{id}", &rng.below(1_000_000).to_string());
+    let path = rng
+        .pick(PATHS)
+        .replace("{id}", &rng.below(1_000_000).to_string());
     let slow = rng.below(2000) + 1;
     let latency = 1 + rng.below(slow);
     format!(
@@ -130,14 +155,22 @@ fn json_line(rng: &mut Rng, i: u64) -> Vec<u8> {
             "\"msg\":\"{}\",\"user_id\":{},\"latency_ms\":{},",
             "\"http\":{{\"method\":\"{}\",\"path\":\"{}\",\"status\":{}}}}}"
         ),
-        h, m, s, milli,
+        h,
+        m,
+        s,
+        milli,
         rng.pick(LEVELS),
-        service, service, rng.below(24),
-        rng.next(), rng.next(),
+        service,
+        service,
+        rng.below(24),
+        rng.next(),
+        rng.next(),
         rng.pick(MESSAGES),
         100_000 + rng.below(900_000),
         latency,
-        rng.pick(METHODS), path, rng.pick(STATUSES),
+        rng.pick(METHODS),
+        path,
+        rng.pick(STATUSES),
     )
     .into_bytes()
 }
@@ -318,7 +351,10 @@ macro_rules! ruzstd_frames {
         while !rest.is_empty() {
             let budget = $limit - filled;
             let left = rest.len();
-            match { let $r = &mut rest; $make } {
+            match {
+                let $r = &mut rest;
+                $make
+            } {
                 Ok(mut decoder) => read_limited(&mut decoder, left, out, &mut filled, budget)?,
                 Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
                     length,
@@ -463,7 +499,10 @@ fn decode(
 // Timing
 
 fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a valid clock id and a valid pointer to a timespec.
     let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(r, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
@@ -513,7 +552,6 @@ fn median(v: &mut [f64]) -> f64 {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Window probe: what a hostile frame that declares a large window costs each decoder.
@@ -686,7 +724,15 @@ fn main() {
         }
     }
     let elapsed = wall.elapsed().as_secs_f64();
-    let md = markdown(&rows, frames.len() > 1, reps, min_cpu, quick, &command, elapsed);
+    let md = markdown(
+        &rows,
+        frames.len() > 1,
+        reps,
+        min_cpu,
+        quick,
+        &command,
+        elapsed,
+    );
     println!("{md}");
     if let Some(p) = out_path {
         std::fs::write(format!("{p}.md"), &md).unwrap();
@@ -715,7 +761,12 @@ fn spread(row: &Row) -> f64 {
 
 fn line(row: &Row, shape: Shape, with_frame: bool) -> String {
     let lib = med(row, shape, Dec::ALL.len() - 1);
-    let mut s = format!("| {} | {} | {} |", row.kind.name(), row.level, size_name(row.size));
+    let mut s = format!(
+        "| {} | {} | {} |",
+        row.kind.name(),
+        row.level,
+        size_name(row.size)
+    );
     if with_frame {
         let _ = write!(s, " {} |", row.frame.name());
     }
@@ -723,7 +774,8 @@ fn line(row: &Row, shape: Shape, with_frame: bool) -> String {
         s,
         " {:.2} | {} |",
         row.raw_len as f64 / row.zlen as f64,
-        row.window_log.map_or("single".to_string(), |w| format!("2^{w}")),
+        row.window_log
+            .map_or("single".to_string(), |w| format!("2^{w}")),
     );
     for di in 0..Dec::ALL.len() {
         let m = med(row, shape, di);
@@ -747,7 +799,9 @@ fn markdown(
 ) -> String {
     let mut s = String::new();
     if quick {
-        s.push_str("**Quick run (--quick): one short measurement per cell, not for comparison.**\n\n");
+        s.push_str(
+            "**Quick run (--quick): one short measurement per cell, not for comparison.**\n\n",
+        );
     }
     let _ = writeln!(
         s,
@@ -762,9 +816,7 @@ fn markdown(
     );
     for shape in Shape::ALL {
         let title = match shape {
-            Shape::New => {
-                "New decoder per batch (what src/protocol/records.rs does today)"
-            }
+            Shape::New => "New decoder per batch (what src/protocol/records.rs does today)",
             Shape::Reused => "Decoder state reused across batches (FrameDecoder / DCtx kept)",
         };
         let _ = writeln!(s, "### {title}\n");
@@ -828,7 +880,10 @@ fn json(rows: &[Row], reps: usize, min_cpu: f64, command: &[String]) -> String {
                     dec.key(),
                     shape.name(),
                     median(&mut v.clone()),
-                    v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(", ")
+                    v.iter()
+                        .map(|x| format!("{x:.1}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
                 first = false;
             }
