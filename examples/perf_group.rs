@@ -581,17 +581,10 @@ impl Report {
 
 impl Phase {
     fn json(&self) -> String {
-        let mut close = self.close_ms.clone();
-        close.sort_by(f64::total_cmp);
-        let close = if close.is_empty() {
-            "null".to_owned()
-        } else {
-            format!(
-                "{{\"p50\":{:.3},\"max\":{:.3}}}",
-                close[(close.len() - 1) / 2],
-                close[close.len() - 1]
-            )
-        };
+        let close = median_max(&mut self.close_ms.clone())
+            .map_or("null".to_owned(), |(p50, max)| {
+                format!("{{\"p50\":{p50:.3},\"max\":{max:.3}}}")
+            });
         format!(
             "{{\"converged_s\":{},\"cpu_s\":{:.3},\"assign_callbacks\":{},\
              \"partitions_assigned\":{},\"close_ms\":{close},\"metrics\":{}}}",
@@ -626,8 +619,8 @@ impl Phase {
                 .saturating_sub(b.records_consumed_total);
         }
         let sum: f64 = rebalances.iter().sum();
-        let (r50, rmax) = median_max(&mut rebalances);
-        let (l50, lmax) = median_max(&mut latency_ms);
+        let (r50, rmax) = json_pair(median_max(&mut rebalances));
+        let (l50, lmax) = json_pair(median_max(&mut latency_ms));
         format!(
             "{{\"rebalances\":{{\"p50\":{r50},\"max\":{rmax},\"sum\":{sum}}},\
              \"rebalance_latency_ms\":{{\"p50\":{l50},\"max\":{lmax}}},\
@@ -706,11 +699,15 @@ fn schedstat_s(tid: u32) -> Option<f64> {
         .map(|ns| ns as f64 / 1e9)
 }
 
-/// The median and the maximum of `v` as JSON numbers (`null` if empty).
-fn median_max(v: &mut [f64]) -> (String, String) {
+/// The median and the maximum of `v` (`None` if empty).
+fn median_max(v: &mut [f64]) -> Option<(f64, f64)> {
     v.sort_by(f64::total_cmp);
-    match v.last() {
-        None => ("null".to_owned(), "null".to_owned()),
-        Some(max) => (format!("{:.3}", v[(v.len() - 1) / 2]), format!("{max:.3}")),
-    }
+    Some((v[(v.len().checked_sub(1)?) / 2], *v.last()?))
+}
+
+/// A median and a maximum as JSON numbers, `null`s for none.
+fn json_pair(v: Option<(f64, f64)>) -> (String, String) {
+    v.map_or(("null".to_owned(), "null".to_owned()), |(a, b)| {
+        (format!("{a:.3}"), format!("{b:.3}"))
+    })
 }

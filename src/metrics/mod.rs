@@ -335,9 +335,11 @@ impl Metrics {
     /// broker). An exporter needs no code per figure:
     ///
     /// ```no_run
+    /// use std::fmt::Write as _;
     /// # let consumer = kafka_consumer::Consumer::new(kafka_consumer::ConsumerConfig::new("127.0.0.1:9092"))?;
+    /// let mut page = String::new();
     /// for m in consumer.metrics().iter() {
-    ///     println!("{} {} {:?} = {}", m.group, m.name, m.tags, m.value);
+    ///     let _ = writeln!(page, "{} {} {:?} = {}", m.group, m.name, m.tags, m.value);
     /// }
     /// # Ok::<(), kafka_consumer::Error>(())
     /// ```
