@@ -5,6 +5,7 @@
 //! - [`frame`]: request/response headers and size-prefixed framing.
 //! - [`api`]: one module per API, each declaring its layouts once with version ranges.
 //! - [`records`]: record batches (magic 2), compression, control records.
+//! - `zstd`: the default build's zstd decoder (RFC 8878, decode only).
 //! - [`consumer_protocol`]: the classic group protocol's embedded consumer payloads
 //!   (subscription and assignment).
 //! - [`error_code`]: Kafka error codes.
@@ -24,5 +25,10 @@ pub mod frame;
 pub mod message;
 pub mod records;
 pub mod wire;
+// The build's zstd decoder unless `zstd-native` or `zstd-ruzstd` picks another (then only
+// the fuzz targets use it).
+#[cfg(feature = "zstd")]
+#[cfg_attr(any(feature = "zstd-native", feature = "zstd-ruzstd"), allow(dead_code))]
+pub(crate) mod zstd;
 
 pub(crate) use message::wire_struct;

@@ -708,7 +708,7 @@ const FILL_STEP_MAX: usize = 256 * 1024;
 /// ceiling: growing by moves cannot reach much past half of it ([`decompress_into`] then
 /// decodes once more into one allocation).
 #[must_use]
-fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) -> bool {
+pub(crate) fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usize) -> bool {
     let needed = out.len().saturating_add(additional);
     let cap = out.capacity();
     if needed <= cap {
@@ -1206,10 +1206,45 @@ mod codec {
         read_limited(decoder, input.len(), out, end, limit, "zstd")
     }
 
-    /// `ruzstd`'s streaming decoder reads one frame; loop over concatenated frames and step
+    /// The default: the project's own decoder ([`crate::protocol::zstd`]), pure Rust. It
+    /// reads concatenated and skippable frames itself, into `out` directly (the output is
+    /// its history, so a frame's window costs no memory of its own); the first frame's
+    /// declared history is checked as with the other decoders.
+    #[cfg(all(
+        feature = "zstd",
+        not(feature = "zstd-ruzstd"),
+        not(feature = "zstd-native")
+    ))]
+    pub(super) fn zstd(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
+        check_zstd_history(input, limit)?;
+        own_zstd(input, out, end, limit)
+    }
+
+    /// The project's own zstd decoder, whichever decoder the build uses for batches (the
+    /// fuzz targets compare it with libzstd).
+    #[cfg(feature = "zstd")]
+    pub(crate) fn own_zstd(
+        input: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+        limit: usize,
+    ) -> Result<(), RecordError> {
+        use crate::protocol::zstd::{decode, Error};
+        decode(input, out, end, limit).map_err(|e| match e {
+            Error::Corrupt(reason) => failed("zstd", reason),
+            Error::TooLarge => RecordError::DecompressedTooLarge { limit },
+        })
+    }
+
+    /// With the `zstd-ruzstd` feature: the `ruzstd` crate. Its streaming decoder reads one frame; loop over concatenated frames and step
     /// over skippable ones. Each frame's history must fit in what is left of the limit
     /// before its decoder is made.
-    #[cfg(all(feature = "zstd", not(feature = "zstd-native")))]
+    #[cfg(all(feature = "zstd-ruzstd", not(feature = "zstd-native")))]
     pub(super) fn zstd(
         input: &[u8],
         out: &mut Vec<u8>,
