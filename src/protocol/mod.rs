@@ -28,7 +28,10 @@ pub mod wire;
 // The build's zstd decoder unless `zstd-native` or `zstd-ruzstd` picks another (then only
 // the fuzz targets use it).
 #[cfg(feature = "zstd")]
-#[cfg_attr(any(feature = "zstd-native", feature = "zstd-ruzstd"), allow(dead_code))]
+#[cfg_attr(
+    any(feature = "zstd-native", feature = "zstd-ruzstd"),
+    allow(dead_code)
+)]
 pub(crate) mod zstd;
 
 pub(crate) use message::wire_struct;

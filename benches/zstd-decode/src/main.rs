@@ -381,16 +381,27 @@ enum Dec {
     Ruzstd09,
     Structured,
     Libzstd,
+    /// The library's own decoder (src/protocol/zstd), through `records::decompress` as
+    /// batches use it. It has no per-batch decoder state (its tables and literal buffer are
+    /// kept per thread), so `new` and `reused` are the same call.
+    Ours,
 }
 
 impl Dec {
-    const ALL: [Dec; 4] = [Dec::Ruzstd08, Dec::Ruzstd09, Dec::Structured, Dec::Libzstd];
+    const ALL: [Dec; 5] = [
+        Dec::Ruzstd08,
+        Dec::Ruzstd09,
+        Dec::Structured,
+        Dec::Ours,
+        Dec::Libzstd,
+    ];
     fn name(self) -> &'static str {
         match self {
             Dec::Ruzstd08 => "ruzstd 0.8",
             Dec::Ruzstd09 => "ruzstd 0.9",
             Dec::Structured => "structured-zstd",
             Dec::Libzstd => "libzstd",
+            Dec::Ours => "ours",
         }
     }
     fn key(self) -> &'static str {
@@ -399,6 +410,7 @@ impl Dec {
             Dec::Ruzstd09 => "ruzstd09",
             Dec::Structured => "structured_zstd",
             Dec::Libzstd => "libzstd",
+            Dec::Ours => "ours",
         }
     }
 }
@@ -484,6 +496,13 @@ fn decode(
                 zstd::stream::read::Decoder::with_buffer(input).map_err(|e| e.to_string())?;
             let mut filled = 0;
             read_limited(decoder, input.len(), out, &mut filled, limit)?;
+            Ok(filled)
+        }
+        (Dec::Ours, _) => {
+            use kafka_consumer::testing::records::{decompress_into, Compression};
+            let mut filled = 0;
+            decompress_into(Compression::Zstd, input, out, &mut filled, limit)
+                .map_err(|e| e.to_string())?;
             Ok(filled)
         }
         (Dec::Libzstd, Shape::Reused) => {
@@ -643,6 +662,7 @@ fn main() {
     let mut frames = vec![FrameShape::Stream];
     let mut out_path: Option<String> = None;
     let mut quick = false;
+    let mut only: Option<Vec<String>> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => {
@@ -661,6 +681,10 @@ fn main() {
                 }
             }
             "--out" => out_path = Some(args.next().unwrap()),
+            // Time only these decoders (keys, comma-separated); the others show as NaN.
+            "--decoders" => {
+                only = Some(args.next().unwrap().split(',').map(String::from).collect())
+            }
             "--probe-window" => return probe_window(args),
             a => panic!("unknown argument {a}; see the header of src/main.rs"),
         }
@@ -700,6 +724,10 @@ fn main() {
                     for _ in 0..reps {
                         for (hi, shape) in Shape::ALL.into_iter().enumerate() {
                             for (di, dec) in Dec::ALL.into_iter().enumerate() {
+                                if only.as_ref().is_some_and(|o| !o.iter().any(|k| k == dec.key())) {
+                                    samples[hi][di].push(f64::NAN);
+                                    continue;
+                                }
                                 let mbs =
                                     measure(dec, shape, &mut st, &z, raw.len(), &mut out, min_cpu);
                                 samples[hi][di].push(mbs);

@@ -183,8 +183,14 @@ mod tests {
         assert_eq!(table[63].nb_bits, 6);
         assert_eq!(table[60].symbol, 35);
         // Known spread start (libzstd's LL default table): states 0, 1 emit symbol 0.
-        assert_eq!((table[0].symbol, table[0].nb_bits, table[0].base), (0, 4, 0));
-        assert_eq!((table[1].symbol, table[1].nb_bits, table[1].base), (0, 4, 16));
+        assert_eq!(
+            (table[0].symbol, table[0].nb_bits, table[0].base),
+            (0, 4, 0)
+        );
+        assert_eq!(
+            (table[1].symbol, table[1].nb_bits, table[1].base),
+            (0, 4, 16)
+        );
     }
 
     #[test]

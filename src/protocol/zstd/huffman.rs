@@ -13,18 +13,52 @@ use super::Error;
 /// The longest code libzstd accepts (RFC 8878 says 11; libzstd decodes 12).
 pub(super) const MAX_LOG: u32 = 12;
 
-/// A decoding table: entry = `symbol << 8 | code length`.
+/// A decoding table: entry = `symbol << 8 | code length`; and, for large literal sections
+/// with codes of at most 11 bits, a double-symbol table (see [`DOUBLE_LOG`]).
 pub(super) struct HufTable {
     pub(super) log: u32,
     entries: Box<[u16; 1 << MAX_LOG]>,
+    /// Indexed by the next [`DOUBLE_LOG`] bits: `first | second << 8 | bits << 16 |
+    /// symbols << 28`, the one or two symbols whose codes fit in those bits.
+    double: Box<[u32; 1 << DOUBLE_LOG]>,
+    /// Whether `double` matches `entries`.
+    double_built: bool,
 }
+
+/// The double-symbol table's index width: two codes whose lengths add up to at most this
+/// decode with one lookup.
+const DOUBLE_LOG: u32 = 11;
+
+/// Literal sections at least this long are worth building the double-symbol table for
+/// (2,048 entries).
+const DOUBLE_MIN_LITERALS: usize = 4096;
 
 impl HufTable {
     pub(super) fn new() -> Self {
         Self {
             log: 0,
             entries: Box::new([0; 1 << MAX_LOG]),
+            double: Box::new([0; 1 << DOUBLE_LOG]),
+            double_built: false,
         }
+    }
+
+    /// Builds the double-symbol table from the single-symbol one.
+    fn build_double(&mut self) {
+        let log = self.log;
+        let single = |i: u32| u32::from(self.entries[(i >> (DOUBLE_LOG - log)) as usize]);
+        for i in 0..1u32 << DOUBLE_LOG {
+            let e1 = single(i);
+            let n1 = e1 & 0xFF;
+            let e2 = single((i << n1) & ((1 << DOUBLE_LOG) - 1));
+            let n2 = e2 & 0xFF;
+            self.double[i as usize] = if n1 + n2 <= DOUBLE_LOG {
+                (e1 >> 8) | (e2 >> 8) << 8 | (n1 + n2) << 16 | 2 << 28
+            } else {
+                (e1 >> 8) | n1 << 16 | 1 << 28
+            };
+        }
+        self.double_built = true;
     }
 
     /// Reads the tree description at the start of `src` into this table; returns the bytes
@@ -80,7 +114,9 @@ impl HufTable {
         weights[count] = last as u8;
         rank[last as usize] += 1;
         if rank[1] < 2 || rank[1] & 1 == 1 {
-            return Err(Error::Corrupt("Huffman tree with an odd count of longest codes"));
+            return Err(Error::Corrupt(
+                "Huffman tree with an odd count of longest codes",
+            ));
         }
         // Codes by weight, lightest (longest) first, in symbol order within a weight.
         let mut start = [0u32; MAX_LOG as usize + 2];
@@ -100,6 +136,7 @@ impl HufTable {
             start[usize::from(w)] += len;
         }
         self.log = log;
+        self.double_built = false;
         Ok(())
     }
 
@@ -121,13 +158,15 @@ impl HufTable {
         if b.is_end() {
             Ok(())
         } else {
-            Err(Error::Corrupt("Huffman stream does not end with its symbols"))
+            Err(Error::Corrupt(
+                "Huffman stream does not end with its symbols",
+            ))
         }
     }
 
     /// Decodes the four streams described by the jump table at the start of `src` into the
     /// four quarters of `dst`.
-    pub(super) fn decode_4(&self, src: &[u8], dst: &mut [u8]) -> Result<(), Error> {
+    pub(super) fn decode_4(&mut self, src: &[u8], dst: &mut [u8]) -> Result<(), Error> {
         if src.len() < 10 || dst.len() < 6 {
             return Err(Error::Corrupt("literals too short for 4 Huffman streams"));
         }
@@ -141,7 +180,8 @@ impl HufTable {
         let (b, rest) = rest.split_at(s2);
         let (c, d) = rest.split_at(s3);
         debug_assert_eq!(d.len(), s4);
-        let quarter = dst.len().div_ceil(4);
+        let total = dst.len();
+        let quarter = total.div_ceil(4);
         let (o1, rest) = dst.split_at_mut(quarter);
         let (o2, rest) = rest.split_at_mut(quarter);
         let (o3, o4) = rest.split_at_mut(quarter);
@@ -152,6 +192,23 @@ impl HufTable {
             BackwardBits::new(d)?,
         ];
         let shift = 64 - self.log;
+        if self.log <= DOUBLE_LOG && total >= DOUBLE_MIN_LITERALS {
+            if !self.double_built {
+                self.build_double();
+            }
+            let mut outs = [o1, o2, o3, o4];
+            let at = self.double_4(&mut r, &mut outs);
+            for ((r, out), at) in r.iter_mut().zip(outs).zip(at) {
+                self.finish(r, &mut out[at..], shift);
+            }
+            return if r.iter().all(BackwardBits::is_end) {
+                Ok(())
+            } else {
+                Err(Error::Corrupt(
+                    "Huffman stream does not end with its symbols",
+                ))
+            };
+        }
         let mut i = 0;
         // o4 is the shortest quarter.
         if self.log <= 11 {
@@ -183,7 +240,46 @@ impl HufTable {
         if r.iter().all(BackwardBits::is_end) {
             Ok(())
         } else {
-            Err(Error::Corrupt("Huffman stream does not end with its symbols"))
+            Err(Error::Corrupt(
+                "Huffman stream does not end with its symbols",
+            ))
+        }
+    }
+
+    /// The four streams in lockstep with the double-symbol table, while every stream has 8
+    /// bytes left to refill from and room for [`FAST_SYMBOLS`] lookups of two symbols;
+    /// returns how far each output got. Each refill leaves at least 57 real bits, and
+    /// [`FAST_SYMBOLS`] lookups take at most 55, so no lookup sees bits past a stream's start.
+    fn double_4(&self, r: &mut [BackwardBits; 4], outs: &mut [&mut [u8]; 4]) -> [usize; 4] {
+        let table = &*self.double;
+        let mut at = [0usize; 4];
+        // Containers shifted so that the next bit is the top one.
+        let mut bits = [0u64; 4];
+        for k in 0..4 {
+            bits[k] = r[k].container.wrapping_shl(r[k].consumed);
+        }
+        loop {
+            for k in 0..4 {
+                if r[k].pos < 8 || at[k] + 2 * FAST_SYMBOLS > outs[k].len() {
+                    return at;
+                }
+            }
+            for _ in 0..FAST_SYMBOLS {
+                for k in 0..4 {
+                    let e = table[(bits[k] >> (64 - DOUBLE_LOG)) as usize];
+                    let out = &mut outs[k][at[k]..at[k] + 2];
+                    out[0] = e as u8;
+                    out[1] = (e >> 8) as u8;
+                    let n = (e >> 16) & 0xFF;
+                    bits[k] <<= n;
+                    r[k].consumed += n;
+                    at[k] += (e >> 28) as usize;
+                }
+            }
+            for k in 0..4 {
+                r[k].refill();
+                bits[k] = r[k].container << r[k].consumed;
+            }
         }
     }
 

@@ -292,7 +292,9 @@ fn frame<'a>(scratch: &mut Scratch, src: &'a [u8], o: &mut Output) -> Result<&'a
         }
         if let Some(content) = header.content_size {
             if (o.pos - frame_start) as u64 > content {
-                return Err(Error::Corrupt("frame larger than its declared content size"));
+                return Err(Error::Corrupt(
+                    "frame larger than its declared content size",
+                ));
             }
         }
         if last {
@@ -301,7 +303,9 @@ fn frame<'a>(scratch: &mut Scratch, src: &'a [u8], o: &mut Output) -> Result<&'a
     }
     if let Some(content) = header.content_size {
         if (o.pos - frame_start) as u64 != content {
-            return Err(Error::Corrupt("frame smaller than its declared content size"));
+            return Err(Error::Corrupt(
+                "frame smaller than its declared content size",
+            ));
         }
     }
     if header.checksum {
@@ -503,9 +507,17 @@ mod tests {
     #[test]
     fn concatenated_and_skippable_frames_decode_in_order() {
         let mut z = Vec::new();
-        ruzstd::encoding::compress(&b"hello "[..], &mut z, ruzstd::encoding::CompressionLevel::Fastest);
+        ruzstd::encoding::compress(
+            &b"hello "[..],
+            &mut z,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
         z.extend_from_slice(&[0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 1, 2, 3]);
-        ruzstd::encoding::compress(&b"world"[..], &mut z, ruzstd::encoding::CompressionLevel::Fastest);
+        ruzstd::encoding::compress(
+            &b"world"[..],
+            &mut z,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
         assert_eq!(decode_all(&z, 100).as_deref(), Ok(&b"hello world"[..]));
         // Limit: exactly the output fits, one byte less does not.
         assert_eq!(decode_all(&z, 11).map(|v| v.len()), Ok(11));
@@ -544,7 +556,20 @@ mod tests {
     #[test]
     fn a_frame_declaring_a_huge_window_holds_only_its_output() {
         // Window descriptor 0xF8: 2^41 bytes. Raw last block of 3 bytes.
-        let f = [0x28, 0xB5, 0x2F, 0xFD, 0x00, 0xF8, (3 << 3 | 1) as u8, 0, 0, 1, 2, 3];
+        let f = [
+            0x28,
+            0xB5,
+            0x2F,
+            0xFD,
+            0x00,
+            0xF8,
+            (3 << 3 | 1) as u8,
+            0,
+            0,
+            1,
+            2,
+            3,
+        ];
         let mut out = Vec::new();
         let mut end = 0;
         decode(&f, &mut out, &mut end, 1000).unwrap();
@@ -556,7 +581,11 @@ mod tests {
     fn the_buffer_never_grows_past_the_limit_and_output_starts_at_end() {
         let data = b"0123456789".repeat(10_000);
         let mut z = Vec::new();
-        ruzstd::encoding::compress(&data[..], &mut z, ruzstd::encoding::CompressionLevel::Fastest);
+        ruzstd::encoding::compress(
+            &data[..],
+            &mut z,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
         for limit in [0, 1, 1000, 65_536, 99_999, 100_000, 100_001] {
             let mut out = b"prefix".to_vec();
             let mut end = out.len();
@@ -606,7 +635,10 @@ mod against_libzstd {
             ("small window", vec![CParameter::WindowLog(10)]),
             (
                 "long distance",
-                vec![CParameter::EnableLongDistanceMatching(true), CParameter::WindowLog(20)],
+                vec![
+                    CParameter::EnableLongDistanceMatching(true),
+                    CParameter::WindowLog(20),
+                ],
             ),
         ];
         for (name, data) in samples() {
@@ -629,10 +661,33 @@ mod against_libzstd {
     #[test]
     fn batches_of_every_size_decode() {
         let (_, letters) = samples().swap_remove(3);
-        for size in [1, 2, 5, 6, 7, 15, 16, 17, 100, 1000, 1023, 1024, 1025, 16 * 1024, 65_536, 131_072, 131_073, 199_999] {
+        for size in [
+            1,
+            2,
+            5,
+            6,
+            7,
+            15,
+            16,
+            17,
+            100,
+            1000,
+            1023,
+            1024,
+            1025,
+            16 * 1024,
+            65_536,
+            131_072,
+            131_073,
+            199_999,
+        ] {
             for level in [1, 3, 9] {
                 let z = compress(&letters[..size], level, &[], true);
-                assert_eq!(decode_all(&z, 1 << 30).as_deref(), Ok(&letters[..size]), "size {size} level {level}");
+                assert_eq!(
+                    decode_all(&z, 1 << 30).as_deref(),
+                    Ok(&letters[..size]),
+                    "size {size} level {level}"
+                );
             }
         }
     }

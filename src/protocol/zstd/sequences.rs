@@ -32,8 +32,8 @@ const LL_BASE: [u32; 36] = [
     128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
 ];
 const LL_EXTRA: [u8; 36] = [
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10,
-    11, 12, 13, 14, 15, 16,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11,
+    12, 13, 14, 15, 16,
 ];
 const ML_BASE: [u32; 53] = [
     3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
@@ -41,16 +41,16 @@ const ML_BASE: [u32; 53] = [
     2051, 4099, 8195, 16387, 32771, 65539,
 ];
 const ML_EXTRA: [u8; 53] = [
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
 ];
 const LL_DEFAULT: [i16; 36] = [
-    4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1,
-    1, -1, -1, -1, -1,
+    4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1,
+    -1, -1, -1, -1,
 ];
 const ML_DEFAULT: [i16; 53] = [
-    1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
+    1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1,
 ];
 const OF_DEFAULT: [i16; 29] = [
     1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1,
@@ -352,7 +352,9 @@ pub(super) fn execute(
 
         let literal_end = lp + ll;
         if literal_end > literal_count {
-            return Err(Error::Corrupt("sequence takes more literals than the block has"));
+            return Err(Error::Corrupt(
+                "sequence takes more literals than the block has",
+            ));
         }
         let match_start = op + ll;
         let end = match_start + ml;
@@ -440,7 +442,11 @@ mod tests {
                     expected.push(expected[i]);
                 }
                 copy_match(&mut out, 0, offset, len);
-                assert_eq!(&out[..offset + len], &expected[..], "offset {offset} len {len}");
+                assert_eq!(
+                    &out[..offset + len],
+                    &expected[..],
+                    "offset {offset} len {len}"
+                );
             }
         }
     }
@@ -463,6 +469,9 @@ mod tests {
         assert_eq!(t.read_header(&[0]).unwrap(), (0, 1));
         assert!(t.read_header(&[0, 0]).is_err());
         // Repeat after a predefined table is fine.
-        assert_eq!(t.read_header(&[0xFF, 0, 0, 0b1111_1100]).unwrap(), (0x7F00, 4));
+        assert_eq!(
+            t.read_header(&[0xFF, 0, 0, 0b1111_1100]).unwrap(),
+            (0x7F00, 4)
+        );
     }
 }

@@ -26,12 +26,7 @@ fn u64_at(b: &[u8]) -> u64 {
 pub(super) fn xxh64(data: &[u8]) -> u64 {
     let mut rest = data;
     let mut h = if data.len() >= 32 {
-        let mut v = [
-            P1.wrapping_add(P2),
-            P2,
-            0,
-            0u64.wrapping_sub(P1),
-        ];
+        let mut v = [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)];
         while rest.len() >= 32 {
             for (i, acc) in v.iter_mut().enumerate() {
                 *acc = round(*acc, u64_at(&rest[i * 8..]));
