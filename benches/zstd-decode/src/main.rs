@@ -663,6 +663,7 @@ fn main() {
     let mut out_path: Option<String> = None;
     let mut quick = false;
     let mut only: Option<Vec<String>> = None;
+    let mut kinds_only: Option<Vec<String>> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => {
@@ -681,6 +682,10 @@ fn main() {
                 }
             }
             "--out" => out_path = Some(args.next().unwrap()),
+            // Only these payload kinds (names, comma-separated).
+            "--kinds" => {
+                kinds_only = Some(args.next().unwrap().split(',').map(String::from).collect())
+            }
             // Time only these decoders (keys, comma-separated); the others show as NaN.
             "--decoders" => {
                 only = Some(args.next().unwrap().split(',').map(String::from).collect())
@@ -699,6 +704,9 @@ fn main() {
     let mut rows = Vec::new();
     for &frame in &frames {
         for kind in Kind::ALL {
+            if kinds_only.as_ref().is_some_and(|o| !o.iter().any(|k| k == kind.name())) {
+                continue;
+            }
             for level in levels {
                 for (si, &size) in sizes.iter().enumerate() {
                     let raw = payload(kind, size, 0x5EED_0000 + si as u64 * 16 + kind as u64);

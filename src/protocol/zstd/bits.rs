@@ -15,7 +15,7 @@ use super::Error;
 ///    the container (`consumed <= 7`).
 /// 3. The stream was read exactly to its end when `pos == 0 && consumed == 64`.
 pub(super) struct BackwardBits<'a> {
-    src: &'a [u8],
+    pub(super) src: &'a [u8],
     pub(super) container: u64,
     pub(super) consumed: u32,
     pub(super) pos: usize,
@@ -94,7 +94,7 @@ impl<'a> BackwardBits<'a> {
 }
 
 #[inline(always)]
-fn load(src: &[u8], pos: usize) -> u64 {
+pub(super) fn load(src: &[u8], pos: usize) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&src[pos..pos + 8]);
     u64::from_le_bytes(b)

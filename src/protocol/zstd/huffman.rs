@@ -6,7 +6,7 @@
 //! runs the streams in lockstep, decoding [`FAST_SYMBOLS`] symbols per stream between
 //! refills while every stream has 8 bytes left, then finishes each stream alone.
 
-use super::bits::BackwardBits;
+use super::bits::{load, BackwardBits};
 use super::fse::{self, FseEntry};
 use super::Error;
 
@@ -246,22 +246,27 @@ impl HufTable {
         }
     }
 
-    /// The four streams in lockstep with the double-symbol table, while every stream has 8
-    /// bytes left to refill from and room for [`FAST_SYMBOLS`] lookups of two symbols;
-    /// returns how far each output got. Each refill leaves at least 57 real bits, and
-    /// [`FAST_SYMBOLS`] lookups take at most 55, so no lookup sees bits past a stream's start.
+    /// The four streams with the double-symbol table, [`FAST_SYMBOLS`] lookups per stream
+    /// in turn, while every stream has 8 bytes left to refill from and room for that many
+    /// lookups of two symbols; returns how far each output got. Each refill leaves at least
+    /// 57 real bits, and [`FAST_SYMBOLS`] lookups take at most 55, so no lookup sees bits
+    /// past a stream's start.
+    ///
+    /// As in libzstd's fast loop, a stream's state is one word: its container shifted so
+    /// that the next bit is the top one, with a sentinel bit set below the container's
+    /// lowest bit; the bits read since the last refill are the word's trailing zeros.
+    /// Consecutive streams' lookups are independent, so the processor overlaps them.
     fn double_4(&self, r: &mut [BackwardBits; 4], outs: &mut [&mut [u8]; 4]) -> [usize; 4] {
         let table = &*self.double;
         let mut at = [0usize; 4];
-        // Containers shifted so that the next bit is the top one.
         let mut bits = [0u64; 4];
         for k in 0..4 {
-            bits[k] = r[k].container.wrapping_shl(r[k].consumed);
+            bits[k] = (r[k].container | 1) << r[k].consumed;
         }
-        loop {
+        'outer: loop {
             for k in 0..4 {
                 if r[k].pos < 8 || at[k] + 2 * FAST_SYMBOLS > outs[k].len() {
-                    return at;
+                    break 'outer;
                 }
             }
             for _ in 0..FAST_SYMBOLS {
@@ -270,17 +275,22 @@ impl HufTable {
                     let out = &mut outs[k][at[k]..at[k] + 2];
                     out[0] = e as u8;
                     out[1] = (e >> 8) as u8;
-                    let n = (e >> 16) & 0xFF;
-                    bits[k] <<= n;
-                    r[k].consumed += n;
+                    bits[k] <<= (e >> 16) & 0xF;
                     at[k] += (e >> 28) as usize;
                 }
             }
             for k in 0..4 {
-                r[k].refill();
-                bits[k] = r[k].container << r[k].consumed;
+                let consumed = bits[k].trailing_zeros();
+                let s = &mut r[k];
+                s.pos -= (consumed >> 3) as usize;
+                s.container = load(s.src, s.pos);
+                bits[k] = (s.container | 1) << (consumed & 7);
             }
         }
+        for k in 0..4 {
+            r[k].consumed = bits[k].trailing_zeros();
+        }
+        at
     }
 
     /// Decodes one symbol.
