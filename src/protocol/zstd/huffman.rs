@@ -23,6 +23,11 @@ pub(super) struct HufTable {
     double: Box<[u32; 1 << DOUBLE_LOG]>,
     /// Whether `double` matches `entries`.
     double_built: bool,
+    /// The weights `entries` was built from (`weights[..count]`, the implied last one
+    /// excluded; `count` 0 before any): batches of similar data often describe the same
+    /// tree, which then needs no rebuilding.
+    weights: [u8; 256],
+    count: usize,
 }
 
 /// The double-symbol table's index width: two codes whose lengths add up to at most this
@@ -40,6 +45,8 @@ impl HufTable {
             entries: Box::new([0; 1 << MAX_LOG]),
             double: Box::new([0; 1 << DOUBLE_LOG]),
             double_built: false,
+            weights: [0; 256],
+            count: 0,
         }
     }
 
@@ -84,7 +91,13 @@ impl HufTable {
                 .ok_or(Error::Corrupt("truncated Huffman weights"))?;
             (fse_weights(body, &mut weights)?, 1 + size)
         };
-        self.build(&mut weights, count)?;
+        if count != self.count || weights != self.weights {
+            let given = weights;
+            self.count = 0;
+            self.build(&mut weights, count)?;
+            self.weights = given;
+            self.count = count;
+        }
         Ok(used)
     }
 
