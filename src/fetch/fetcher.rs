@@ -70,6 +70,15 @@
 //! 10. `Fetcher::metadata_waiters` holds exactly the partitions whose last placement
 //!     found them waiting for metadata (an unknown or missing leader, or newer metadata
 //!     after an error): while it is not empty, every round asks for a refresh.
+//! 11. With deferred decoding ([`Fetcher::set_defer_decoding`], as the I/O loop runs it),
+//!     applying a Fetch answer moves each partition with records to where their batch
+//!     headers say they end, so that the next fetch goes out before they are checked and
+//!     decompressed; [`Fetcher::decode_deferred`] then decodes them from the offset they
+//!     were fetched at, exactly as applying the answer would have, before any later answer
+//!     of that broker is applied. Decoding that ends earlier (a corrupt batch, one that
+//!     does not fit) puts the position there, which makes the answer to a fetch made from
+//!     the prediction stale (invariant 2). The room decoding is expected to take is set
+//!     aside until then (invariant 4).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
@@ -80,7 +89,9 @@ use crate::backoff::{Backoff, Jitter, Retry};
 use crate::buffer::{Budget, FrameBuf, Pool};
 use crate::cluster::{Cluster, Interest, Leader, TopicLeaders};
 use crate::error::{Error, ErrorKind};
-use crate::fetch::chunk::{build_chunk, Chunk, Decoded, FetchedFrame, PartitionInput, Stop};
+use crate::fetch::chunk::{
+    build_chunk, predicted_end, Chunk, Decoded, FetchedFrame, PartitionInput, Stop,
+};
 use crate::fetch::offsets::{self, Query, Unsendable};
 use crate::fetch::session::{FetchPlan, FetchSession, SessionPartition};
 use crate::fetch::validate::{self, Check, Verdict};
@@ -359,6 +370,13 @@ struct FetchAnswerContext<'a> {
     /// Record-set bytes decoded whole, and the memory their chunks took.
     decoded_in: usize,
     decoded_out: usize,
+    /// Records may be decoded after the next fetch went out ([`Fetcher::decode_deferred`]),
+    /// within this much room (what decoding them is expected to take, at `expansion`).
+    defer: bool,
+    defer_room: usize,
+    expansion: f64,
+    /// The partitions whose records wait for [`Fetcher::decode_deferred`].
+    deferred: Vec<DeferredPart>,
 }
 
 impl FetchAnswerContext<'_> {
@@ -378,6 +396,34 @@ struct PartitionAnswer<'a> {
     /// The fetch offset.
     offset: i64,
     data: &'a PartitionData,
+    /// Where `data` is in the answer: its topic's and its own index.
+    index: (usize, usize),
+}
+
+/// A Fetch answer whose records are decoded once the next fetch to its broker has gone
+/// out (see [`Fetcher::decode_deferred`]).
+struct DeferredAnswer {
+    node: NodeId,
+    frame: Arc<FetchedFrame>,
+    resp: FetchResponse,
+    parts: Vec<DeferredPart>,
+    /// Room set aside for what decoding the records is expected to take (invariant 4).
+    reserved: usize,
+}
+
+/// One partition of a [`DeferredAnswer`].
+struct DeferredPart {
+    tp: TopicPartition,
+    epoch: PositionEpoch,
+    /// The fetch offset.
+    offset: i64,
+    /// Where its data is in the answer (see [`PartitionAnswer::index`]).
+    index: (usize, usize),
+    /// The position and `solo` before the answer: decoding starts from them.
+    before: (Position, bool),
+    /// The position its batch headers say decoding ends at, which the next fetch asks
+    /// from until decoding says otherwise.
+    predicted: Position,
 }
 
 /// One partition's part of a Fetch answer being applied to the partition: the partition
@@ -449,8 +495,54 @@ impl ApplyPartition<'_, '_> {
             self.p.retry.succeeded();
             return;
         }
+        if self.defer() {
+            return;
+        }
         let decoded = self.decode_records(end);
         self.apply_decoded_records(decoded);
+    }
+
+    /// Moves the position to where the records' batch headers say they end and leaves
+    /// decoding them to [`Fetcher::decode_deferred`], after the next fetch has gone out,
+    /// when the answer allows it and decoding them is expected to fit in the room; `false`
+    /// when they are to be decoded now. Decoding starts again from the position before,
+    /// and a position it ends elsewhere (a bad batch, one that does not fit) replaces the
+    /// prediction: the fetch made from the prediction is then stale (invariant 2).
+    fn defer(&mut self) -> bool {
+        let (part, answer) = (self.part, &mut *self.answer);
+        if !answer.defer {
+            return false;
+        }
+        let (start, len) = (part.data.records.start, part.data.records.len);
+        let expected = (len as f64 * answer.expansion) as usize;
+        if expected > answer.defer_room {
+            return false;
+        }
+        let Some((next, epoch)) = predicted_end(&answer.frame[start..start + len], part.offset)
+        else {
+            return false;
+        };
+        answer.defer_room -= expected;
+        let before = (self.p.position, self.p.solo);
+        let leader_epoch = match (epoch.known(), self.p.position) {
+            (Some(_), _) => epoch,
+            (None, Position::At { leader_epoch, .. }) => leader_epoch,
+            (None, _) => LeaderEpoch::UNKNOWN,
+        };
+        self.p.position = Position::At {
+            offset: next,
+            leader_epoch,
+        };
+        self.p.solo = false;
+        answer.deferred.push(DeferredPart {
+            tp: part.tp.clone(),
+            epoch: part.epoch,
+            offset: part.offset,
+            index: part.index,
+            before,
+            predicted: self.p.position,
+        });
+        true
     }
 
     /// Decodes the partition's records into a chunk (under read_committed, without the
@@ -1007,6 +1099,13 @@ pub(crate) struct Fetcher {
     spares: Pool,
     /// Bytes the fetches in flight may bring.
     reserved: usize,
+    /// Whether the driver calls [`Fetcher::decode_deferred`] after sending what
+    /// [`Fetcher::poll_transmit`] hands out, so that answers may be decoded then.
+    defer_decoding: bool,
+    /// Answers whose records wait for [`Fetcher::decode_deferred`], and the room set aside
+    /// for decoding them.
+    deferred: Vec<DeferredAnswer>,
+    deferred_reserved: usize,
     /// How many bytes of memory decoding took per byte of record set, lately:
     /// decompression and the record index (1 until measured, never below
     /// [`MIN_EXPANSION`]). Sizes fetches so that a response and what it
@@ -1044,11 +1143,24 @@ impl Fetcher {
             spares: Pool::with_size(Arc::clone(&budget), DECODE_SPARES),
             budget,
             reserved: 0,
+            defer_decoding: false,
+            deferred: Vec::new(),
+            deferred_reserved: 0,
             expansion: 1.0,
             jitter,
             next_id: RequestId(1),
             unsupported: HashMap::new(),
         }
+    }
+
+    /// Whether Fetch answers may be decoded after the next fetch to their broker has gone
+    /// out: the driver then calls [`Fetcher::decode_deferred`] once it has sent what
+    /// [`Fetcher::poll_transmit`] handed out, and plans again after it. Applying an answer
+    /// then only moves each partition's position to where its batch headers say its
+    /// records end, so that the broker works on the next fetch while the records are
+    /// checked and decompressed (off by default: every answer is decoded as it is applied).
+    pub fn set_defer_decoding(&mut self, on: bool) {
+        self.defer_decoding = on;
     }
 
     // ----- commands ----------------------------------------------------------------------
@@ -1372,13 +1484,17 @@ impl Fetcher {
         let mut room = self
             .budget
             .room_for_response()
-            .saturating_sub(self.reserved);
+            .saturating_sub(self.reserved + self.deferred_reserved);
         let min_room = (self.budget.cap() / MIN_ROOM_DIVISOR).max(1);
-        if room < min_room && self.budget.used() + self.reserved > 0 {
+        if room < min_room && self.budget.used() + self.reserved + self.deferred_reserved > 0 {
             if self.reserved == 0 {
-                // Nothing in flight will wake us: the next release will.
+                // Nothing in flight will wake us: the next release will (decoding deferred
+                // answers plans again, see `decode_deferred`).
                 self.budget.wake_on_release();
-                room = self.budget.room_for_response();
+                room = self
+                    .budget
+                    .room_for_response()
+                    .saturating_sub(self.deferred_reserved);
             }
             if room < min_room {
                 return;
@@ -1785,6 +1901,10 @@ impl Fetcher {
         links: &mut Links,
         cluster: &mut Cluster,
     ) {
+        if self.deferred.iter().any(|d| d.node == node) {
+            // An answer is never applied before the one that preceded it.
+            self.decode_deferred(now);
+        }
         let frame = Arc::new(FetchedFrame::new(body, &self.budget));
         let Some(resp) = self.decode_fetch_answer(node, route, version, &frame, now, links) else {
             return;
@@ -1804,13 +1924,20 @@ impl Fetcher {
             need_metadata: false,
             decoded_in: 0,
             decoded_out: 0,
+            defer: self.defer_decoding && solo.is_none(),
+            defer_room: self
+                .budget
+                .room()
+                .saturating_sub(self.reserved + self.deferred_reserved),
+            expansion: self.expansion,
+            deferred: Vec::new(),
         };
-        for t in &resp.responses {
+        for (ti, t) in resp.responses.iter().enumerate() {
             let Some(name) = answered_topic_name(t, version, cluster) else {
                 answer.need_metadata = true;
                 continue;
             };
-            for data in &t.partitions {
+            for (pi, data) in t.partitions.iter().enumerate() {
                 let tp = TopicPartition::new(Arc::clone(&name), data.partition_index);
                 let at = match &solo {
                     Some((alone, epoch, offset)) => (*alone == tp).then_some((*epoch, *offset)),
@@ -1827,6 +1954,7 @@ impl Fetcher {
                     epoch,
                     offset,
                     data,
+                    index: (ti, pi),
                 };
                 self.apply_partition_answer(&mut answer, &part, cluster);
             }
@@ -1835,6 +1963,116 @@ impl Fetcher {
             self.leases.entry(until).or_default().push(tp);
         }
         self.learn_from_fetch_answer(&answer, cluster);
+        let parts = std::mem::take(&mut answer.deferred);
+        if !parts.is_empty() {
+            let reserved = parts
+                .iter()
+                .map(|d| {
+                    let len = resp.responses[d.index.0].partitions[d.index.1].records.len;
+                    (len as f64 * self.expansion) as usize
+                })
+                .sum();
+            self.deferred_reserved += reserved;
+            self.deferred.push(DeferredAnswer {
+                node,
+                frame: Arc::clone(&frame),
+                resp,
+                parts,
+                reserved,
+            });
+        }
+    }
+
+    /// Decodes the records of the answers whose decoding was deferred
+    /// ([`Fetcher::set_defer_decoding`]), as applying them would have at once, from the
+    /// positions they were fetched at: the chunks, and where decoding really ends (a bad
+    /// batch, one that does not fit) when that is not where the batch headers said. A
+    /// partition sought or reassigned since is left alone. Returns whether anything was
+    /// decoded: what decoding changed is then to be planned ([`Fetcher::poll_transmit`]).
+    pub fn decode_deferred(&mut self, now: Instant) -> bool {
+        if self.deferred.is_empty() {
+            return false;
+        }
+        for d in std::mem::take(&mut self.deferred) {
+            self.deferred_reserved -= d.reserved;
+            self.decode_deferred_answer(&d, now);
+        }
+        true
+    }
+
+    fn decode_deferred_answer(&mut self, d: &DeferredAnswer, now: Instant) {
+        let mut answer = FetchAnswerContext {
+            node: d.node,
+            solo: false,
+            leases: Vec::new(),
+            frame: &d.frame,
+            now,
+            frees_before: self.budget.app_frees(),
+            need_metadata: false,
+            decoded_in: 0,
+            decoded_out: 0,
+            defer: false,
+            defer_room: 0,
+            expansion: self.expansion,
+            deferred: Vec::new(),
+        };
+        for dp in &d.parts {
+            let data = &d.resp.responses[dp.index.0].partitions[dp.index.1];
+            let Fetcher {
+                cfg,
+                parts,
+                events,
+                budget,
+                spares,
+                jitter,
+                timers,
+                dirty,
+                room_waiters,
+                ..
+            } = self;
+            let Some(p) = parts.get_mut(&dp.tp) else {
+                continue;
+            };
+            if p.epoch != dp.epoch {
+                // Sought or reassigned since: its records are stale (invariant 6).
+                continue;
+            }
+            // Planning may have made the predicted position wait for a validation
+            // (invariant 7), at the same offset: kept when decoding ends there.
+            let planned = p.position;
+            let before = Planned::of(p);
+            (p.position, p.solo) = dp.before;
+            let part = PartitionAnswer {
+                tp: dp.tp.clone(),
+                epoch: dp.epoch,
+                offset: dp.offset,
+                data,
+                index: dp.index,
+            };
+            let mut apply = ApplyPartition {
+                cfg,
+                events,
+                budget,
+                spares,
+                jitter: &mut **jitter,
+                answer: &mut answer,
+                part: &part,
+                p: &mut *p,
+            };
+            let decoded = apply.decode_records(end_offset_in(cfg, data));
+            apply.apply_decoded_records(decoded);
+            if p.position == dp.predicted {
+                p.position = planned;
+            }
+            timers.arm(&dp.tp, p);
+            if p.waiting_for_room().is_some() {
+                room_waiters.insert(dp.tp.clone());
+            }
+            if Planned::of(p) != before {
+                dirty.insert(dp.tp.clone());
+            }
+        }
+        self.learn_expansion(&answer);
     }
 
     /// The Fetch response in `frame`; `None` when it does not decode, after an error for
@@ -1967,6 +2205,12 @@ impl Fetcher {
         if answer.need_metadata {
             cluster.request_update();
         }
+        self.learn_expansion(answer);
+    }
+
+    /// How much memory a byte of record set took when decoded, from an answer's partitions
+    /// decoded whole (once the sample is large enough).
+    fn learn_expansion(&mut self, answer: &FetchAnswerContext<'_>) {
         if answer.decoded_in >= MIN_EXPANSION_SAMPLE {
             let seen = answer.decoded_out as f64 / answer.decoded_in as f64;
             self.expansion = ((self.expansion + seen) / 2.0).clamp(MIN_EXPANSION, MAX_EXPANSION);

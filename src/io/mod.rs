@@ -279,6 +279,19 @@ impl IoLoop {
         }
         self.net.flush(&mut happened);
         self.apply(&mut happened, now);
+        // The records of the answers just applied are decoded now that the next fetches
+        // are on their way: the brokers serve them meanwhile. What decoding changed (a
+        // position it moved back, memory it took) is planned at once.
+        if self.fetcher.decode_deferred(now) {
+            while let Some(t) = self
+                .fetcher
+                .poll_transmit(now, &mut self.links, &mut self.cluster)
+            {
+                self.send(t, now);
+            }
+            self.net.flush(&mut happened);
+            self.apply(&mut happened, now);
+        }
         self.forward_events(now);
     }
 

@@ -31,7 +31,7 @@ impl Components {
             refresh_backoff: retry,
             request_timeout: cfg.request_timeout,
         });
-        let fetcher = Fetcher::new(
+        let mut fetcher = Fetcher::new(
             FetchConfig {
                 auto_offset_reset: cfg.auto_offset_reset,
                 isolation_level: cfg.isolation_level.wire(),
@@ -49,6 +49,8 @@ impl Components {
             Arc::clone(budget),
             Box::new(XorShift::new(seed(1))),
         );
+        // The I/O loop decodes answers once the next fetch is on its way (IoLoop::drive).
+        fetcher.set_defer_decoding(true);
         let lookups = Lookups::new(
             LookupConfig {
                 isolation_level: cfg.isolation_level.wire(),

@@ -35,6 +35,9 @@ pub(super) struct Rig {
     pub metadata_sent: usize,
     /// Links closed at the fetcher's request (their requests in flight fail).
     pub closed: Vec<Route>,
+    /// The fetcher defers decoding answers, and each round decodes them after the
+    /// fetcher's requests went out, as the I/O loop does (`Fetcher::set_defer_decoding`).
+    pub defer: bool,
 }
 
 impl Rig {
@@ -57,7 +60,16 @@ impl Rig {
             held_metadata: Vec::new(),
             metadata_sent: 0,
             closed: Vec::new(),
+            defer: false,
         }
+    }
+
+    /// As [`Rig::with_budget`], decoding answers after the next round's requests.
+    pub fn deferring(cfg: FetchConfig, broker: SimBroker, cap: usize) -> Rig {
+        let mut r = Rig::with_budget(cfg, broker, cap);
+        r.defer = true;
+        r.fetcher.set_defer_decoding(true);
+        r
     }
 
     pub fn now(&self) -> Instant {
@@ -109,6 +121,17 @@ impl Rig {
             self.net.sent(&t);
             out.push(t);
             assert!(out.len() < 100, "requests without end in one round");
+        }
+        if self.defer && self.fetcher.decode_deferred(now) {
+            // As the I/O loop does: what decoding changed is planned at once.
+            while let Some(t) =
+                self.fetcher
+                    .poll_transmit(now, &mut self.net.links, &mut self.cluster)
+            {
+                self.net.sent(&t);
+                out.push(t);
+                assert!(out.len() < 100, "requests without end in one round");
+            }
         }
         while let Some(t) = self.cluster.poll_transmit(now, &mut self.net.links) {
             self.net.sent(&t);
@@ -2305,7 +2328,15 @@ impl World {
                 }
                 let news =
                     pd.records.len > 0 || pd.error_code != 0 || pd.preferred_read_replica >= 0;
-                if news && !self.named.contains(&tp) {
+                // Records whose decoding was deferred come out with the next round, which
+                // also fetches from where their batch headers end.
+                let deferred = self
+                    .r
+                    .fetcher
+                    .deferred
+                    .iter()
+                    .any(|d| d.parts.iter().any(|dp| dp.tp == tp));
+                if news && !deferred && !self.named.contains(&tp) {
                     self.unproductive.insert(tp, state);
                 } else {
                     self.unproductive.remove(&tp);
@@ -2411,11 +2442,20 @@ fn placement_from_scratch(
 #[test]
 fn randomized_interleavings_keep_the_invariants_catch_up_and_end_quiet() {
     for seed in 1..=8u32 {
-        run_random(seed, 2_500);
+        run_random(seed, 2_500, false);
     }
 }
 
-fn run_random(seed: u32, steps: usize) {
+/// The same with answers decoded after the next requests went out, as the I/O loop has
+/// the fetcher do (`Fetcher::set_defer_decoding`).
+#[test]
+fn randomized_interleavings_keep_the_invariants_with_deferred_decoding() {
+    for seed in 1..=8u32 {
+        run_random(seed, 2_500, true);
+    }
+}
+
+fn run_random(seed: u32, steps: usize, defer: bool) {
     let mut rng = crate::backoff::XorShift::new(seed.wrapping_mul(2_654_435_761));
     let mut pick = move |n: u32| crate::backoff::Jitter::next_u32(&mut rng) % n.max(1);
     let reset = [
@@ -2437,7 +2477,11 @@ fn run_random(seed: u32, steps: usize) {
     broker.max_records = 20;
     broker.pad = if seed % 2 == 0 { 150 } else { 0 };
     let mut w = World {
-        r: Rig::with_budget(cfg, broker, cap),
+        r: if defer {
+            Rig::deferring(cfg, broker, cap)
+        } else {
+            Rig::with_budget(cfg, broker, cap)
+        },
         seed,
         step: 0,
         cap,
@@ -2803,5 +2847,75 @@ fn a_fetch_of_many_partitions_holds_them_all_until_answered_then_sends_only_what
         r.fetched(&ts[0]),
         vec![(tp("t", 7), 5)],
         "the next fetch is incremental"
+    );
+}
+
+// ----- deferred decoding ----------------------------------------------------------------
+
+/// A rig like [`fetching_from`]'s that decodes answers after the next round's requests.
+fn deferring_from(offset: i64) -> (Rig, Transmit) {
+    let mut r = Rig::deferring(earliest(), two_brokers(), 64 * 1024 * 1024);
+    r.assign(&[(t0(), SeekTo::Offset(offset))]);
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), offset)]);
+    (r, t)
+}
+
+#[test]
+fn a_deferred_answer_is_fetched_on_from_its_batch_headers_then_decoded() {
+    let (mut r, t) = deferring_from(0);
+    r.answer_with(&t, |a| {
+        a.part(&t0()).records = [batch(0, 10), batch(10, 5)].concat();
+    });
+    assert!(
+        chunks(&r.events()).is_empty(),
+        "decoded only once the next fetch is out"
+    );
+    // One round: the next fetch, from where the batch headers end, then the records.
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 15)]);
+    assert_eq!(chunks(&r.events()), vec![(t0(), 0, 15, offsets(0..15))]);
+    r.answer_with(&t, |a| a.part(&t0()).records = batch(15, 5));
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 20)]);
+    assert_eq!(chunks(&r.events()), vec![(t0(), 15, 20, offsets(15..20))]);
+}
+
+#[test]
+fn a_deferred_answer_with_a_corrupt_batch_goes_back_to_it_and_the_fetch_ahead_is_stale() {
+    let (mut r, t) = deferring_from(0);
+    let mut bad = batch(10, 5);
+    let last = bad.len() - 1;
+    bad[last] ^= 0x55;
+    r.answer_with(&t, |a| a.part(&t0()).records = [batch(0, 10), bad].concat());
+    // The headers say 15: that fetch goes out before the CRC check finds the second batch
+    // corrupt.
+    let ahead = r.send();
+    assert_eq!(r.fetched(&ahead), vec![(t0(), 15)]);
+    let ev = r.events();
+    assert_eq!(chunks(&ev), vec![(t0(), 0, 10, offsets(0..10))]);
+    let errs = errors(&ev);
+    assert_eq!(errs.len(), 1, "{ev:?}");
+    assert_eq!(errs[0].0.offset(), Some(10));
+    // The answer from 15 is stale: nothing of it reaches the application.
+    r.answer_with(&ahead, |a| a.part(&t0()).records = batch(15, 5));
+    assert!(r.events().is_empty());
+    // After the backoff, the corrupt batch is fetched again (and reported again).
+    let again = r.timer().expect("retried after a backoff");
+    r.at(again);
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 10)]);
+}
+
+#[test]
+fn a_deferred_answer_seeked_away_from_before_it_is_decoded_delivers_nothing() {
+    let (mut r, t) = deferring_from(0);
+    r.answer_with(&t, |a| a.part(&t0()).records = batch(0, 10));
+    r.seek(&t0(), SeekTo::Offset(3), false);
+    let ts = r.sends();
+    assert!(chunks(&r.events()).is_empty(), "records of the old epoch");
+    assert!(
+        ts.iter().all(|t| r.fetched(t) != vec![(t0(), 10)]),
+        "{ts:?}"
     );
 }
