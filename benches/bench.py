@@ -309,7 +309,7 @@ def make_contenders(names, args, tmpdir, transport=None):
         "ours-zstd-native": lambda: Contender(
             "ours-zstd-native", "rust", ours_argv("ours-zstd-native"),
             "kafka-consumer built with the opt-in `zstd-native` feature (libzstd instead of the "
-            "pure-Rust ruzstd), check.crcs=true; zstd datasets only",
+            "default build's own pure-Rust decoder), check.crcs=true; zstd datasets only",
             only_compression="zstd"),
         "ours-graviola": lambda: Contender(
             "ours-graviola", "rust", ours_argv("ours-graviola"),

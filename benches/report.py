@@ -271,7 +271,7 @@ def readme(data, contenders, stats, table_lines):
     L.append(f"- ours: kafka-consumer {m['ours_crate_version']} (this repository at "
              f"{m.get('git_commit')}"
              + (f" plus uncommitted changes in {mod} file(s) under src/" if mod else "")
-             + f", release build, default features: pure-Rust codecs, ruzstd for zstd, "
+             + f", release build, default features: pure-Rust codecs, our own decoder for zstd, "
              f"lz4_flex for lz4), {m['rustc']}.")
     L.append(f"- java: kafka-clients {m['kafka_clients']} through "
              f"`org.apache.kafka.tools.ConsumerPerformance` from kafka-tools {m['broker']['version']}; "

@@ -1228,6 +1228,10 @@ mod codec {
     /// The project's own zstd decoder, whichever decoder the build uses for batches (the
     /// fuzz targets compare it with libzstd).
     #[cfg(feature = "zstd")]
+    #[cfg_attr(
+        any(feature = "zstd-native", feature = "zstd-ruzstd"),
+        allow(dead_code)
+    )]
     pub(crate) fn own_zstd(
         input: &[u8],
         out: &mut Vec<u8>,

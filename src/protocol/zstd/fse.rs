@@ -4,9 +4,6 @@
 use super::bits::ForwardBits;
 use super::Error;
 
-/// The largest accuracy log any zstd table may declare.
-pub(super) const MAX_ACCURACY_LOG: u32 = 9;
-
 /// One state of a decoding table: the symbol it emits, and how to reach the next state
 /// (`base + read(nb_bits)`).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -126,20 +123,21 @@ pub(super) fn build(d: &Distribution, table: &mut [FseEntry]) -> Result<(), Erro
     let table = &mut table[..size];
     let mut next = [0u16; 256];
     let mut high = size - 1;
-    for s in 0..d.symbols {
-        if d.counts[s] == -1 {
+    let counts = &d.counts[..d.symbols];
+    for (s, (&count, next)) in counts.iter().zip(next.iter_mut()).enumerate() {
+        if count == -1 {
             table[high].symbol = s as u8;
             high = high.wrapping_sub(1);
-            next[s] = 1;
+            *next = 1;
         } else {
-            next[s] = d.counts[s] as u16;
+            *next = count as u16;
         }
     }
     let step = (size >> 1) + (size >> 3) + 3;
     let mask = size - 1;
     let mut position = 0usize;
-    for s in 0..d.symbols {
-        for _ in 0..d.counts[s].max(0) {
+    for (s, &count) in counts.iter().enumerate() {
+        for _ in 0..count.max(0) {
             table[position].symbol = s as u8;
             position = (position + step) & mask;
             while position > high {

@@ -468,7 +468,7 @@ mod tests {
         let mut mixed = Vec::new();
         for i in 0..400 {
             mixed.extend_from_slice(&letters[i * 37..i * 37 + 300]);
-            mixed.extend(std::iter::repeat(i as u8).take(i % 50));
+            mixed.extend_from_slice(&vec![i as u8; i % 50]);
             mixed.extend_from_slice(&random[i * 11..i * 11 + (i % 70)]);
         }
         vec![
