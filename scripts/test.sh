@@ -74,8 +74,9 @@ fi
 show_cluster_tests
 cargo test --release --doc
 # The optional codec builds: libzstd instead of our zstd decoder (whose tests then also
-# check it against libzstd's frames), ruzstd instead, and no codecs at all.
-cargo test --release --features zstd-native --lib -- protocol::records protocol::zstd
+# check it against libzstd's frames, and the fuzzing replay runs the zstd_diff corpus and
+# regressions: ours against libzstd), ruzstd instead, and no codecs at all.
+cargo test --release --features zstd-native --lib -- protocol::records protocol::zstd fuzzing
 cargo test --release --features zstd-ruzstd --lib protocol::records
 cargo build --release --no-default-features --lib
 # The tests build with TLS (graviola) and SCRAM (the dev-dependency on this crate turns them

@@ -486,6 +486,362 @@ fn touch_records(h: &BatchHeader, buf: &[u8], d: &mut Decoded) {
     }
 }
 
+// ---- zstd: our decoder against libzstd ---------------------------------------------------
+
+/// Output limit of both decoders in [`zstd_diff`]: 4 MiB.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+pub const ZSTD_DIFF_LIMIT: usize = 4 << 20;
+
+/// Target `zstd_diff`: our zstd decoder (`records::codec::own_zstd`, which is
+/// `protocol::zstd::decode`) against libzstd (1.5.7, the `zstd` crate's streaming
+/// decoder), on the same bytes. `data[0] % 2` picks where the bytes come from:
+///
+/// - `0`: `data[1..]` is the zstd input itself;
+/// - `1`: `data[1..]` is `[level][flags][n][n × (position: u16 LE, xor)][payload]`, which
+///   [`zstd_diff_frames`] compresses with libzstd and then corrupts by the xors.
+///
+/// `(data[0] >> 1) & 7` picks how many bytes our decoder's buffer already holds (the
+/// batches decoded before this one, [`ZSTD_DIFF_PREFIXES`]): a match must never reach
+/// them. Both decoders get [`ZSTD_DIFF_LIMIT`] bytes of output. They must agree: both
+/// decode the same bytes, or both refuse. What is not a disagreement:
+///
+/// - either one over the limit (ours says `TooLarge`, libzstd fills what it was given)
+///   while the other refuses the input or is over the limit too: the output is not all
+///   there to compare, and which check comes first is the decoders' own business;
+/// - libzstd refusing a frame whose window is over its `windowLogMax` (its default, 2^27,
+///   which the `zstd-native` codec also uses), which ours accepts: ours keeps no window
+///   besides its output, so a declared window costs it nothing, while libzstd allocates
+///   it (a limit of 2^31 would let one input make it allocate 2 GiB, over the fuzzer's
+///   RSS limit). Such inputs are not compared;
+/// - an empty input, which ours decodes to nothing and libzstd's streaming decoder
+///   refuses as an incomplete frame (a batch's records section is never empty);
+/// - ours refusing a Huffman stream that does not end where its literals do, which
+///   libzstd's fast 4-stream decoder accepts (see [`zstd_disagreement`]): the stricter
+///   answer is RFC 8878's, and no encoder writes such streams;
+/// - libzstd's streaming decoder disagreeing with ours while its one-shot decoder
+///   (`ZSTD_decompressDCtx`) agrees: libzstd is split, ours has one of its answers. (Its
+///   streaming decoder, when its output buffer is smaller than the frame's content size,
+///   ends a frame at an empty last block without checking the content size.)
+///
+/// Panics, naming who accepted what, when they disagree; also checks our decoder's own
+/// promises: the buffer's earlier bytes untouched, `end` unchanged on error, the output
+/// and the buffer within the limit.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+pub fn zstd_diff(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let prefix = ZSTD_DIFF_PREFIXES[usize::from(mode >> 1) & 7];
+    if mode % 2 == 0 {
+        zstd_compare(rest, prefix);
+    } else if let Some(z) = zstd_diff_frames(rest) {
+        zstd_compare(&z, prefix);
+    }
+}
+
+/// How many bytes our decoder's buffer holds before the frames, by `(data[0] >> 1) & 7`.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+pub const ZSTD_DIFF_PREFIXES: [usize; 8] = [0, 0, 1, 3, 8, 31, 1000, 70_000];
+
+/// Our decoder's reason for a Huffman stream with bits left (or missing) after its literals.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+const HUFFMAN_NOT_AT_END: &str = "Huffman stream does not end with its symbols";
+
+/// libzstd's answer in [`zstd_diff`].
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+#[derive(Debug)]
+enum Libzstd {
+    Decoded(Vec<u8>),
+    /// More than the limit came out.
+    TooLarge,
+    /// A frame's window is over libzstd's `windowLogMax`.
+    WindowTooLarge,
+    Refused(String),
+}
+
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+impl Libzstd {
+    fn summary(&self) -> String {
+        match self {
+            Libzstd::Decoded(v) => format!("decoded {} bytes", v.len()),
+            Libzstd::TooLarge => "passed the limit".into(),
+            Libzstd::WindowTooLarge => "window over 2^27".into(),
+            Libzstd::Refused(e) => format!("refused: {e}"),
+        }
+    }
+}
+
+/// Decodes `z` with libzstd's streaming decoder, at most `limit + 1` bytes of it.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+fn libzstd_decode(z: &[u8], limit: usize) -> Libzstd {
+    use std::io::Read;
+    let mut d = match ::zstd::stream::read::Decoder::with_buffer(z) {
+        Ok(d) => d,
+        Err(e) => return Libzstd::Refused(e.to_string()),
+    };
+    // libzstd's default, stated: what the `zstd-native` codec runs with.
+    if let Err(e) = d.window_log_max(27) {
+        return Libzstd::Refused(e.to_string());
+    }
+    let mut out = Vec::new();
+    match d.take(limit as u64 + 1).read_to_end(&mut out) {
+        Ok(_) if out.len() > limit => Libzstd::TooLarge,
+        Ok(_) => Libzstd::Decoded(out),
+        Err(e) => {
+            let msg = e.to_string();
+            // ZSTD_error_frameParameter_windowTooLarge
+            if msg.contains("requires too much memory") {
+                Libzstd::WindowTooLarge
+            } else {
+                Libzstd::Refused(msg)
+            }
+        }
+    }
+}
+
+/// Decodes `z` with both decoders and panics if they disagree (see [`zstd_diff`]).
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+fn zstd_compare(z: &[u8], prefix: usize) {
+    use crate::protocol::records::codec::own_zstd;
+    if z.is_empty() {
+        return;
+    }
+    let mut out = vec![0x5a; prefix];
+    let mut end = prefix;
+    let ours = own_zstd(z, &mut out, &mut end, ZSTD_DIFF_LIMIT);
+    assert!(
+        out.capacity() <= prefix + ZSTD_DIFF_LIMIT + 1 + 64 * 1024,
+        "our buffer grew to {} with {prefix} bytes before a limit of {ZSTD_DIFF_LIMIT}",
+        out.capacity()
+    );
+    assert!(
+        out[..prefix].iter().all(|&b| b == 0x5a),
+        "ours overwrote the bytes before its output"
+    );
+    if ours.is_err() {
+        assert_eq!(end, prefix, "ours moved the end on error");
+    } else {
+        assert!(end - prefix <= ZSTD_DIFF_LIMIT, "ours passed its limit");
+    }
+    let ours = ours.map(|()| &out[prefix..end]);
+    let streamed = libzstd_decode(z, ZSTD_DIFF_LIMIT);
+    if let Some(why) = zstd_disagreement(&ours, &streamed) {
+        // libzstd's one-shot decoder (ZSTD_decompressDCtx) checks some things its
+        // streaming one does not (see `zstd_diff`): if it sides with ours, libzstd
+        // disagrees with itself and ours has one of its answers.
+        let one_shot = libzstd_one_shot(z, ZSTD_DIFF_LIMIT);
+        if zstd_disagreement(&ours, &one_shot).is_some() {
+            panic!(
+                "{why} (libzstd one-shot: {}; input {} bytes: {})",
+                one_shot.summary(),
+                z.len(),
+                hex_head(z)
+            );
+        }
+    }
+}
+
+/// Why our answer and libzstd's disagree, if they do (see [`zstd_diff`]).
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+fn zstd_disagreement(
+    ours: &Result<&[u8], crate::protocol::records::RecordError>,
+    theirs: &Libzstd,
+) -> Option<String> {
+    use crate::protocol::records::RecordError;
+    match (ours, theirs) {
+        (Ok(a), Libzstd::Decoded(b)) => {
+            if *a == &b[..] {
+                return None;
+            }
+            let at = a.iter().zip(b).position(|(x, y)| x != y);
+            Some(format!(
+                "both decoded but differ: ours {} bytes, libzstd {} bytes, first difference \
+                 at {at:?}",
+                a.len(),
+                b.len()
+            ))
+        }
+        (Ok(_), Libzstd::WindowTooLarge) => None,
+        (Ok(a), Libzstd::TooLarge) => Some(format!(
+            "ours decoded {} bytes, libzstd passed the limit",
+            a.len()
+        )),
+        (Ok(a), Libzstd::Refused(e)) => Some(format!(
+            "ours decoded {} bytes, libzstd refused: {e}",
+            a.len()
+        )),
+        // libzstd 1.5.7's fast 4-stream Huffman decoder (the default build's) checks that
+        // each stream made its quarter of the literals, not that it ended there, and lets a
+        // stream's last bits come from the stream before it; its reference decoder (built
+        // with HUF_DISABLE_FAST_DECODE) refuses such streams, as RFC 8878 (4.2.2) and ours do.
+        (Err(RecordError::Decompress { reason, .. }), Libzstd::Decoded(_))
+            if reason == HUFFMAN_NOT_AT_END =>
+        {
+            None
+        }
+        (Err(e), Libzstd::Decoded(b)) => Some(format!(
+            "libzstd decoded {} bytes, ours refused: {e}",
+            b.len()
+        )),
+        (Err(_), _) => None,
+    }
+}
+
+/// libzstd's one-shot decoder on `z`, into `limit` bytes.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+fn libzstd_one_shot(z: &[u8], limit: usize) -> Libzstd {
+    let mut d = match ::zstd::bulk::Decompressor::new() {
+        Ok(d) => d,
+        Err(e) => return Libzstd::Refused(e.to_string()),
+    };
+    if let Err(e) = d.set_parameter(::zstd::zstd_safe::DParameter::WindowLogMax(27)) {
+        return Libzstd::Refused(e.to_string());
+    }
+    match d.decompress(z, limit) {
+        Ok(v) => Libzstd::Decoded(v),
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.contains("requires too much memory") {
+                Libzstd::WindowTooLarge
+            } else if msg.contains("buffer is too small") {
+                Libzstd::TooLarge
+            } else {
+                Libzstd::Refused(msg)
+            }
+        }
+    }
+}
+
+/// The first 64 bytes of `z` in hex, for the panic messages.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+fn hex_head(z: &[u8]) -> String {
+    let mut s: String = z.iter().take(64).map(|b| format!("{b:02x}")).collect();
+    if z.len() > 64 {
+        s.push_str("...");
+    }
+    s
+}
+
+/// Builds [`zstd_diff`]'s mode-1 input: `[level][flags][n][n × (position: u16 LE, xor)]
+/// [payload]`, compressed by libzstd, then each xor applied at its position (modulo the
+/// compressed length). `None` when `data` is shorter than its three header bytes.
+///
+/// - `level % 27 - 7`: libzstd's level, -7..=19; `level / 27` repeats the payload
+///   (1, 1, 1, 2, 4, 16, 64, 256, 1024 or 1024 times, each copy's bytes shifted by its
+///   number so they do not all match the first), up to 1 MiB in all; over 64 KiB, the
+///   level is at most 9 (level 19 on a megabyte is a second per input).
+/// - `flags`: bit 0 a content checksum; bit 1 streamed (no content size in the header,
+///   as the Java producer writes) instead of one-shot; bits 2-3 the window log (libzstd's
+///   default for the level, 10, 11, 17); bit 4 two frames (the payload cut in half); bit
+///   5 a skippable frame before the last frame; bit 6 long distance matching; bit 7 no
+///   content size in a one-shot frame either.
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+pub fn zstd_diff_frames(data: &[u8]) -> Option<Vec<u8>> {
+    let [level, flags, n, rest @ ..] = data else {
+        return None;
+    };
+    let xors_len = (usize::from(*n) * 3).min(rest.len() / 3 * 3);
+    let (xors, payload) = rest.split_at(xors_len);
+    let copies = [1, 1, 1, 2, 4, 16, 64, 256, 1024, 1024][usize::from(level / 27)];
+    let mut level = i32::from(level % 27) - 7;
+    let payload = if copies == 1 || payload.is_empty() {
+        payload.to_vec()
+    } else {
+        let copies = copies.min((1 << 20) / payload.len()).max(1);
+        let mut v = Vec::with_capacity(payload.len() * copies);
+        for i in 0..copies {
+            v.extend(payload.iter().map(|&b| b.wrapping_add(i as u8)));
+        }
+        v
+    };
+    if payload.len() > 64 * 1024 {
+        level = level.min(9);
+    }
+    let mut z = Vec::new();
+    let (first, second) = if flags & 0x10 != 0 {
+        payload.split_at(payload.len() / 2)
+    } else {
+        (&payload[..0], &payload[..])
+    };
+    if flags & 0x10 != 0 {
+        z.extend(zstd_diff_compress(first, level, *flags));
+    }
+    if flags & 0x20 != 0 {
+        // Magic 0x184D2A53, 5 bytes of content.
+        z.extend_from_slice(&[
+            0x53, 0x2a, 0x4d, 0x18, 5, 0, 0, 0, b'k', b'a', b'f', b'k', b'a',
+        ]);
+    }
+    z.extend(zstd_diff_compress(second, level, *flags));
+    if !z.is_empty() {
+        for x in xors.chunks_exact(3) {
+            let at = usize::from(u16::from_le_bytes([x[0], x[1]])) % z.len();
+            z[at] ^= x[2];
+        }
+    }
+    Some(z)
+}
+
+/// One frame of [`zstd_diff_frames`], from a compression context kept per thread (libzstd
+/// then reuses its tables instead of allocating them for every input).
+#[cfg(all(feature = "zstd", feature = "zstd-native"))]
+fn zstd_diff_compress(data: &[u8], level: i32, flags: u8) -> Vec<u8> {
+    use ::zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+    use ::zstd::zstd_safe::{CCtx, CParameter, InBuffer, OutBuffer, ResetDirective};
+    use std::cell::RefCell;
+    thread_local! {
+        static CCTX: RefCell<CCtx<'static>> = RefCell::new(CCtx::create());
+    }
+    CCTX.with(|cell| {
+        let mut c = cell.borrow_mut();
+        c.reset(ResetDirective::SessionAndParameters).unwrap();
+        let mut params = vec![
+            CParameter::CompressionLevel(level),
+            CParameter::ChecksumFlag(flags & 0x01 != 0),
+            CParameter::EnableLongDistanceMatching(flags & 0x40 != 0),
+        ];
+        match (flags >> 2) & 3 {
+            1 => params.push(CParameter::WindowLog(10)),
+            2 => params.push(CParameter::WindowLog(11)),
+            3 => params.push(CParameter::WindowLog(17)),
+            _ => {}
+        }
+        if flags & 0x80 != 0 {
+            params.push(CParameter::ContentSizeFlag(false));
+        }
+        for p in params {
+            c.set_parameter(p).unwrap();
+        }
+        let mut out: Vec<u8> =
+            Vec::with_capacity(::zstd::zstd_safe::compress_bound(data.len()) + 64);
+        if flags & 0x02 == 0 {
+            c.compress2(&mut out, data).unwrap();
+            return out;
+        }
+        // Streamed: all input with "continue", then "end", so libzstd never learns the size
+        // (zstd-jni's ZstdOutputStream, which the Java producer uses, writes the same).
+        let mut input = InBuffer::around(data);
+        let mut mode = ZSTD_EndDirective::ZSTD_e_continue;
+        loop {
+            if out.capacity() - out.len() < 1024 {
+                out.reserve(64 * 1024);
+            }
+            let pos = out.len();
+            let left = c
+                .compress_stream2(&mut OutBuffer::around_pos(&mut out, pos), &mut input, mode)
+                .unwrap();
+            if mode == ZSTD_EndDirective::ZSTD_e_continue {
+                if input.pos() == data.len() {
+                    mode = ZSTD_EndDirective::ZSTD_e_end;
+                }
+            } else if left == 0 {
+                break;
+            }
+        }
+        out
+    })
+}
+
 // ---- SASL ------------------------------------------------------------------------------
 
 /// The user name the SASL targets log in as.
@@ -825,6 +1181,8 @@ mod tests {
         ("sasl_scram", sasl_scram),
         ("sasl_oauthbearer", sasl_oauthbearer),
         ("sasl_authenticate", sasl_authenticate),
+        #[cfg(all(feature = "zstd", feature = "zstd-native"))]
+        ("zstd_diff", zstd_diff),
     ];
 
     fn fuzz_dir() -> PathBuf {
@@ -1885,6 +2243,8 @@ mod tests {
             out.push(("consumer_protocol", format!("seed-assignment-v{v}"), a));
         }
         out.extend(sasl_seeds());
+        #[cfg(all(feature = "zstd", feature = "zstd-native"))]
+        out.extend(zstd_diff_seeds());
         out
     }
 
@@ -2098,6 +2458,79 @@ mod tests {
         out
     }
 
+    /// `zstd_diff` seeds: mode-1 inputs (libzstd frames, no corruption) over varied
+    /// payloads, at levels -5..=19, each flag and each payload repetition.
+    #[cfg(all(feature = "zstd", feature = "zstd-native"))]
+    fn zstd_diff_seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+        let mut rng = Rng(0x5eed_25d0_0000_0001);
+        let letters: Vec<u8> = (0..1500).map(|_| b'a' + (rng.next() % 26) as u8).collect();
+        let random: Vec<u8> = (0..1200).map(|_| rng.byte()).collect();
+        let mut json = Vec::new();
+        for i in 0..20u64 {
+            let r = rng.next();
+            json.extend_from_slice(
+                format!(
+                    "{{\"id\":{i},\"user\":\"u{}\",\"amount\":{}.{:02},\"ok\":{}}}\n",
+                    r % 1000,
+                    r % 100_000,
+                    r % 100,
+                    r % 2 == 0
+                )
+                .as_bytes(),
+            );
+        }
+        let payloads: Vec<(&str, Vec<u8>)> = vec![
+            ("empty", vec![]),
+            ("byte", vec![7]),
+            ("tiny", b"kafka".to_vec()),
+            ("zeros", vec![0; 1000]),
+            (
+                "text",
+                b"the quick brown fox jumps over the lazy dog; ".repeat(30),
+            ),
+            ("letters", letters),
+            ("json", json),
+            ("random", random),
+        ];
+        // (level, flags, copies index)
+        let mut shapes = Vec::new();
+        for (i, level) in [-5, -1, 1, 3, 6, 9, 12, 16, 19].into_iter().enumerate() {
+            shapes.push((level, 0u8, 0u8));
+            shapes.push((level, 0x02, 0));
+            shapes.push((
+                level,
+                [0x01, 0x03, 0x06, 0x0b, 0x0e, 0x12, 0x22, 0x42, 0x83][i],
+                0,
+            ));
+        }
+        for flags in [
+            0x01, 0x02, 0x04, 0x08, 0x0c, 0x10, 0x20, 0x30, 0x40, 0x80, 0x33,
+        ] {
+            shapes.push((3, flags, 0));
+        }
+        for copies in 3..=8 {
+            shapes.push((3, 0x02, copies));
+            shapes.push((1, 0x13, copies));
+        }
+        let mut out = Vec::new();
+        for (name, payload) in &payloads {
+            for &(level, flags, copies) in &shapes {
+                if copies > 0 && payload.len() < 100 {
+                    continue;
+                }
+                let level_byte = copies * 27 + (level + 7) as u8;
+                let mut input = vec![1, level_byte, flags, 0];
+                input.extend_from_slice(payload);
+                out.push((
+                    "zstd_diff",
+                    format!("seed-{name}-l{level}-f{flags:02x}-c{copies}"),
+                    input,
+                ));
+            }
+        }
+        out
+    }
+
     const BATCH_LEN_OVERHEAD: usize = 12;
 
     /// Inputs cut from the recordings: whole bodies for `fetch_response` and `frame`, each
@@ -2178,6 +2611,15 @@ mod tests {
                     let d = decode_record_set(&data[1..], data[0] & 1 != 0);
                     assert!(d.records > 10, "{what}: {d:?}");
                     assert_eq!(d.errors, 0, "{what}: {d:?}");
+                }
+                #[cfg(all(feature = "zstd", feature = "zstd-native"))]
+                "zstd_diff" => {
+                    // libzstd's frames: ours decodes them (and agrees with libzstd).
+                    zstd_diff(data);
+                    let z = zstd_diff_frames(&data[1..]).unwrap();
+                    let (mut out, mut end) = (Vec::new(), 0);
+                    let r = crate::protocol::zstd::decode(&z, &mut out, &mut end, ZSTD_DIFF_LIMIT);
+                    assert_eq!(r, Ok(()), "{what}");
                 }
                 "fetch_response" => {
                     let d = fetch_body(&data[2..], data[0] as i16, true).unwrap();

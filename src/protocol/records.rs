@@ -732,7 +732,7 @@ pub(crate) fn reserve_within(out: &mut Vec<u8>, additional: usize, ceiling: usiz
 }
 
 /// The codecs, each behind its cargo feature.
-mod codec {
+pub(crate) mod codec {
     #[cfg(feature = "snappy")]
     use byteorder::{BigEndian, ByteOrder};
 
