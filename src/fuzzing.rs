@@ -543,9 +543,10 @@ pub fn zstd_diff(data: &[u8]) {
 #[cfg(all(feature = "zstd", feature = "zstd-native"))]
 pub const ZSTD_DIFF_PREFIXES: [usize; 8] = [0, 0, 1, 3, 8, 31, 1000, 70_000];
 
-/// Our decoder's reason for a Huffman stream with bits left (or missing) after its literals.
+/// Our decoder's reason for one of 4 Huffman streams with bits left (or missing) after its
+/// literals (1-stream literals have their own reason, which libzstd's check matches).
 #[cfg(all(feature = "zstd", feature = "zstd-native"))]
-const HUFFMAN_NOT_AT_END: &str = "Huffman stream does not end with its symbols";
+const HUFFMAN_NOT_AT_END: &str = "one of 4 Huffman streams does not end with its symbols";
 
 /// libzstd's answer in [`zstd_diff`].
 #[cfg(all(feature = "zstd", feature = "zstd-native"))]

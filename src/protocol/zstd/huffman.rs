@@ -172,7 +172,7 @@ impl HufTable {
             Ok(())
         } else {
             Err(Error::Corrupt(
-                "Huffman stream does not end with its symbols",
+                "the Huffman stream does not end with its symbols",
             ))
         }
     }
@@ -218,7 +218,7 @@ impl HufTable {
                 Ok(())
             } else {
                 Err(Error::Corrupt(
-                    "Huffman stream does not end with its symbols",
+                    "one of 4 Huffman streams does not end with its symbols",
                 ))
             };
         }
@@ -254,7 +254,7 @@ impl HufTable {
             Ok(())
         } else {
             Err(Error::Corrupt(
-                "Huffman stream does not end with its symbols",
+                "one of 4 Huffman streams does not end with its symbols",
             ))
         }
     }
