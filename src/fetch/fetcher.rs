@@ -510,7 +510,10 @@ impl ApplyPartition<'_, '_> {
     /// prediction: the fetch made from the prediction is then stale (invariant 2).
     fn defer(&mut self) -> bool {
         let (part, answer) = (self.part, &mut *self.answer);
-        if !answer.defer {
+        // A partition whose last attempt failed (a batch that did not decode, a stall)
+        // decodes at once: a batch that keeps failing is then fetched once per backoff,
+        // never again from where its headers say it ends.
+        if !answer.defer || self.p.retry.failures() > 0 {
             return false;
         }
         let (start, len) = (part.data.records.start, part.data.records.len);

@@ -2905,6 +2905,17 @@ fn a_deferred_answer_with_a_corrupt_batch_goes_back_to_it_and_the_fetch_ahead_is
     r.at(again);
     let t = r.send();
     assert_eq!(r.fetched(&t), vec![(t0(), 10)]);
+    // Still corrupt: decoded at once this time, with no fetch ahead of it, and reported
+    // again; the next fetch waits for the backoff.
+    let mut bad = batch(10, 5);
+    let last = bad.len() - 1;
+    bad[last] ^= 0x55;
+    r.answer_with(&t, |a| a.part(&t0()).records = bad);
+    assert_eq!(errors(&r.events()).len(), 1);
+    assert!(
+        r.sends().iter().all(|t| r.fetched(t).is_empty()),
+        "no fetch before the backoff"
+    );
 }
 
 #[test]
