@@ -28,7 +28,8 @@
 //! JSON lines below); `--on-error exit|continue`
 //! (default `exit`: an error from `poll` or a commit ends the member; `continue` prints it
 //! as a `warn` line and goes on, as an application that rides out faults does); `--set
-//! KEY=VALUE` (any other property).
+//! KEY=VALUE` (any other property); `--log-file PATH` (the crate's log, `info` and above,
+//! appended to PATH, each line after the wall-clock milliseconds as `stamped` writes them).
 //!
 //! Output lines (partitions as `TOPIC-PARTITION`, sorted, comma-separated, `-` for none;
 //! GEN is `group_metadata().generation_id` at the callback: the generation under the
@@ -317,6 +318,41 @@ impl RebalanceListener for Reporter {
     }
 }
 
+/// `--log-file`: the crate's log, `info` and above, one stamped line per record.
+struct FileLog {
+    file: std::sync::Mutex<std::fs::File>,
+}
+
+impl FileLog {
+    fn install(path: &str) -> AnyResult<()> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("--log-file {path}: {e}"))?;
+        let logger = Box::leak(Box::new(FileLog {
+            file: std::sync::Mutex::new(file),
+        }));
+        log::set_logger(logger).map_err(|e| format!("--log-file: {e}"))?;
+        log::set_max_level(log::LevelFilter::Info);
+        Ok(())
+    }
+}
+
+impl log::Log for FileLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Info
+    }
+
+    fn log(&self, r: &log::Record) {
+        if let Ok(mut f) = self.file.lock() {
+            let _ = writeln!(f, "@{} {:<5} {}", now_ms(), r.level(), r.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 fn stdin_lines() -> Receiver<Option<String>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -353,7 +389,7 @@ fn run() -> AnyResult<()> {
             opts.insert(k.clone(), v.clone());
         }
     }
-    const KNOWN: [&str; 17] = [
+    const KNOWN: [&str; 18] = [
         "--bootstrap",
         "--group",
         "--topics",
@@ -371,6 +407,7 @@ fn run() -> AnyResult<()> {
         "--commit-every-ms",
         "--on-error",
         "--format",
+        "--log-file",
     ];
     if let Some(k) = opts.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(format!("unknown option {k}").into());
@@ -384,6 +421,9 @@ fn run() -> AnyResult<()> {
     FORMAT
         .set(format)
         .map_err(|_| "the format is set once, before any output")?;
+    if let Some(path) = opts.get("--log-file") {
+        FileLog::install(path)?;
+    }
     let need = |k: &str| {
         opts.get(k)
             .cloned()

@@ -14,7 +14,9 @@
 //! It then checks: every record the cluster acknowledged was consumed at least once; the
 //! committed offsets of each partition never went backwards; a record was delivered twice
 //! only when the member that first delivered it died or lost the partition before
-//! committing it, and never below an offset that member had committed; no member failed;
+//! committing it, or when the second delivery came from a member the coordinator had
+//! fenced (it lost the partition next), and never below an offset the first deliverer had
+//! committed; no member failed;
 //! every member's I/O thread is idle once the cluster is healthy and the producer stopped.
 //! The last line sums it up: faults, produced, consumed, lost, duplicates, and the worst
 //! recovery per fault kind.
@@ -28,6 +30,7 @@
 //! ```
 //!
 //! with the cluster running (`scripts/cluster.sh start`, or let the test start it).
+//! `CHAOS_KINDS=freeze-node,kill-leader` injects only these kinds, in turn.
 //!
 //! The soak runs the same workload for a set time instead of a set number of faults:
 //!
@@ -248,8 +251,23 @@ impl Chaos {
         o
     }
 
+    /// Where member `i` writes the crate's log (`info` and above).
+    fn log_file(&self, i: usize) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("chaos")
+            .join(&self.topic)
+            .join(format!("member-{i}.log"))
+    }
+
     fn add_member(&mut self) {
-        let m = JavaMember::start_ours(&self.options());
+        let mut opts = self.options();
+        let log = self.log_file(self.members.len());
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        }
+        opts.log_file = Some(log);
+        let m = JavaMember::start_ours(&opts);
         self.members.push(Member {
             member: m,
             killed: false,
@@ -625,21 +643,49 @@ fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize
         let mut list = list.clone();
         list.sort_by_key(|&(_, at)| at);
         let (first, first_at) = list[0];
-        let (_, again_at) = list[1];
+        let (second, again_at) = list[1];
         let m = &chaos.members[first];
-        // What the first deliverer had committed of the partition before the record came
-        // again: the next owner starts there, so the record must be at or past it.
-        let committed_by_first = commits
+        // The second deliverer may have been a zombie: the coordinator had fenced it (its
+        // session ran out while it could not reach the coordinator) and given the partition
+        // to another member, and it delivered what it had fetched before it heard so. The
+        // first thing it then heard of the partition was that it lost it.
+        let zombie = second != first
+            && chaos.members[second]
+                .member
+                .events()
+                .iter()
+                .filter(|(at, _)| *at > again_at)
+                .find_map(|(_, e)| match e {
+                    Event::Assigned { partitions, .. } | Event::Revoked { partitions, .. }
+                        if partitions.iter().any(|(_, q)| *q == p) =>
+                    {
+                        Some(false)
+                    }
+                    Event::Lost { partitions, .. } if partitions.iter().any(|(_, q)| *q == p) => {
+                        Some(true)
+                    }
+                    _ => None,
+                })
+                .unwrap_or(false);
+        // What the member that read the record again had to start from, by what it or the
+        // first deliverer committed before: a new owner starts at the first deliverer's
+        // commit, a zombie goes on from its own position, past its own commits.
+        let (floor_of, why) = if zombie {
+            (second, "it")
+        } else {
+            (first, "the first deliverer")
+        };
+        let floor = commits
             .get(&p)
             .into_iter()
             .flatten()
-            .filter(|(at, _, who)| *who == first && *at < again_at)
+            .filter(|(at, _, who)| *who == floor_of && *at < again_at)
             .map(|(_, c, _)| *c)
             .max()
             .unwrap_or(-1);
-        if o < committed_by_first {
+        if o < floor {
             problems.push(format!(
-                "partition {p} offset {o}: delivered again although member {first} had committed {committed_by_first} before"
+                "partition {p} offset {o}: delivered again by member {second} although {why} (member {floor_of}) had committed {floor} before"
             ));
             continue;
         }
@@ -652,7 +698,7 @@ fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize
             .events()
             .iter()
             .any(|(at, e)| *at > first_at && matches!(e, Event::Warn(_)));
-        if !(m.killed || lost_it || warned) {
+        if !(m.killed || lost_it || warned || zombie) {
             problems.push(format!(
                 "partition {p} offset {o}: delivered {} times though member {first} ({}) neither died nor lost it nor failed to commit\n{}",
                 list.len(),
@@ -663,9 +709,13 @@ fn verify(chaos: &Chaos, acked: &BTreeMap<(i32, i64), (u64, Instant)>) -> (usize
     }
     if !problems.is_empty() {
         panic!(
-            "{protocol}: {} problems:\n{}",
+            "{protocol}: {} problems:\n{}\nthe members' logs: {}",
             problems.len(),
-            problems.join("\n")
+            problems.join("\n"),
+            chaos
+                .log_file(0)
+                .parent()
+                .map_or_else(String::new, |d| d.display().to_string())
         );
     }
     (
@@ -799,9 +849,22 @@ fn run(protocol: &'static str) {
     chaos.wait_recovered("the start", Instant::now(), &ends);
     let watch = soak.map(|_| Watch::start(chaos.members[0].member.pid()));
     let soak_end = soak.map(|d| Instant::now() + d);
+    // CHAOS_KINDS=freeze-node,kill-leader: only these kinds, in this order.
+    let kinds: Vec<Fault> = match std::env::var("CHAOS_KINDS") {
+        Ok(list) => list
+            .split(',')
+            .map(|name| {
+                *KINDS
+                    .iter()
+                    .find(|f| f.name() == name.trim())
+                    .unwrap_or_else(|| panic!("CHAOS_KINDS: no fault kind {name:?}"))
+            })
+            .collect(),
+        Err(_) => KINDS.to_vec(),
+    };
     let mut k = 0;
     while soak_end.map_or(k < faults, |end| Instant::now() < end) {
-        let fault = KINDS[k % KINDS.len()];
+        let fault = kinds[k % kinds.len()];
         chaos.inject(fault);
         // Healthy in between: every partition with three in-sync replicas again.
         chaos.cluster.wait_isr(&chaos.topic);

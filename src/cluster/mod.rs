@@ -48,6 +48,12 @@
 //!    and is forgotten by the first answer after that; it is never refreshed for its own
 //!    sake. A topic that failed is forgotten by the next answer; one that an answer lists
 //!    although nobody asked for it is not taken in.
+//! 9. A partition's leader epoch never goes back (as the Java client's `Metadata`): an
+//!    answer naming an older epoch than the cache knows for the same topic (same topic id)
+//!    comes from a broker whose view is behind, one just back from a pause or a restart
+//!    that still thinks it leads. That partition keeps what the cache knows, and another
+//!    refresh follows (spaced as invariant 2 says). Fetching from such a broker would find
+//!    the position past its log end and reset it by `auto.offset.reset`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -741,6 +747,9 @@ impl Cluster {
         let mut news = self.brokers != brokers;
         self.brokers = brokers;
         let mut incomplete = false;
+        // An answer from a broker whose view is behind (one that just came back from a
+        // pause or a restart) named older leader epochs than the cache knows.
+        let mut stale = false;
         let mut listed: BTreeSet<Arc<str>> = BTreeSet::new();
         let wanted: BTreeSet<Arc<str>> = self.interest.values().flatten().cloned().collect();
         for t in resp.topics {
@@ -769,9 +778,37 @@ impl Cluster {
                     continue;
                 }
             } else {
+                // What the cache knows of the same topic (not of an older one of that name),
+                // to hold leader epochs from going back (invariant 9).
+                let known = match self.topics.get(&name) {
+                    Some(TopicMeta {
+                        id,
+                        state: TopicState::Known(parts),
+                        ..
+                    }) if *id == t.topic_id => Some(parts),
+                    _ => None,
+                };
                 let mut parts = PartitionMap::default();
                 for p in t.partitions {
                     if p.partition_index < 0 {
+                        continue;
+                    }
+                    let leader_epoch = LeaderEpoch(p.leader_epoch);
+                    let kept = known.and_then(|k| k.get(&p.partition_index)).filter(|old| {
+                        matches!(
+                            (old.leader_epoch.known(), leader_epoch.known()),
+                            (Some(old), Some(new)) if new < old
+                        )
+                    });
+                    if let Some(old) = kept {
+                        log::debug!(
+                            "metadata from {from}: partition {name}-{} at leader epoch {}, older than the known {}: keeping what is known",
+                            p.partition_index,
+                            leader_epoch.0,
+                            old.leader_epoch.0
+                        );
+                        stale = true;
+                        parts.insert(p.partition_index, old.clone());
                         continue;
                     }
                     let leader = (p.leader_id >= 0).then_some(NodeId(p.leader_id));
@@ -782,7 +819,7 @@ impl Cluster {
                         p.partition_index,
                         PartitionInfo {
                             leader,
-                            leader_epoch: LeaderEpoch(p.leader_epoch),
+                            leader_epoch,
                             replicas: p.replica_nodes.into_iter().map(NodeId).collect(),
                         },
                     );
@@ -830,7 +867,12 @@ impl Cluster {
             log::debug!("metadata: forgetting topics nobody uses any more: {forgotten:?}");
         }
         let missing = wanted.iter().any(|t| !self.topics.contains_key(t));
-        self.needed |= incomplete || missing;
+        if stale {
+            log::info!(
+                "metadata from {from} is behind what is known (older leader epochs); kept the newer leaders and asking again"
+            );
+        }
+        self.needed |= incomplete || missing || stale;
         self.last_update = Some(now);
         self.generation.0 += 1;
         self.answer_waiters(&listed, now);

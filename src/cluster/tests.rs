@@ -1211,3 +1211,71 @@ fn a_topics_leaders_read_through_its_view_match_each_partitions_own_look_up() {
         "t has two partitions"
     );
 }
+
+#[test]
+fn an_answer_with_an_older_leader_epoch_keeps_the_newer_leader_and_asks_again() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.broker.part(&tp("t", 1)).epoch = 7;
+    r.refresh();
+    assert_eq!(
+        r.cluster.leader(&tp("t", 1)),
+        Leader::Known(NodeId(2), LeaderEpoch(7))
+    );
+    // A broker back from a pause still thinks node 1 leads at epoch 6; partition 0 moved
+    // on in the meantime, at a newer epoch.
+    r.broker.part(&tp("t", 1)).epoch = 6;
+    r.broker.part(&tp("t", 1)).leader = 1;
+    r.broker.part(&tp("t", 0)).epoch = 6;
+    r.broker.part(&tp("t", 0)).leader = 2;
+    r.advance(ms(1));
+    r.cluster.request_update();
+    let due = r.cluster.poll_timeout(r.now()).unwrap();
+    r.at(due);
+    r.refresh();
+    assert_eq!(
+        r.cluster.leader(&tp("t", 1)),
+        Leader::Known(NodeId(2), LeaderEpoch(7)),
+        "the older epoch is not taken"
+    );
+    assert_eq!(
+        r.cluster.leader(&tp("t", 0)),
+        Leader::Known(NodeId(2), LeaderEpoch(6)),
+        "a newer epoch of another partition in the same answer is"
+    );
+    // Another refresh follows by itself, spaced; the caught-up view is taken.
+    let due = r
+        .cluster
+        .poll_timeout(r.now())
+        .expect("another refresh is due");
+    assert!(due > r.now(), "spaced, not at once");
+    r.at(due);
+    r.broker.part(&tp("t", 1)).epoch = 8;
+    r.broker.part(&tp("t", 1)).leader = 1;
+    r.refresh();
+    assert_eq!(
+        r.cluster.leader(&tp("t", 1)),
+        Leader::Known(NodeId(1), LeaderEpoch(8))
+    );
+}
+
+#[test]
+fn a_recreated_topic_starts_its_leader_epochs_afresh() {
+    let mut r = Rig::new();
+    r.assign(&["t"]);
+    r.broker.part(&tp("t", 0)).epoch = 9;
+    r.refresh();
+    // Deleted and created again: a new topic id, epochs from 0.
+    r.broker = SimBroker::new(&[1, 2])
+        .topic("x", &[1], 1)
+        .topic("t", &[2, 2], 10);
+    r.broker.part(&tp("t", 0)).epoch = 0;
+    r.cluster.request_update();
+    let due = r.cluster.poll_timeout(r.now()).unwrap();
+    r.at(due);
+    r.refresh();
+    assert_eq!(
+        r.cluster.leader(&tp("t", 0)),
+        Leader::Known(NodeId(2), LeaderEpoch(0))
+    );
+}

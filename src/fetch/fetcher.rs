@@ -68,8 +68,10 @@
 //!    changed carries no partitions (KIP-227). The randomized test holds the placements
 //!    equal to a plan from scratch after every round.
 //! 10. `Fetcher::metadata_waiters` holds exactly the partitions whose last placement
-//!     found them waiting for metadata (an unknown or missing leader, or newer metadata
-//!     after an error): while it is not empty, every round asks for a refresh.
+//!     found them waiting for metadata (an unknown or missing leader, newer metadata
+//!     after an error, or metadata naming an older leader epoch than the position's, for
+//!     at most [`METADATA_BEHIND_WAITS`] refreshes): while it is not empty, every round
+//!     asks for a refresh.
 //! 11. With deferred decoding ([`Fetcher::set_defer_decoding`], as the I/O loop runs it),
 //!     applying a Fetch answer moves each partition with records to where their batch
 //!     headers say they end, so that the next fetch goes out before they are checked and
@@ -258,6 +260,9 @@ struct RareState {
     awaiting_metadata: Option<MetadataGeneration>,
     /// KIP-392: fetch from this replica until the lease ends.
     replica: Option<(NodeId, Instant)>,
+    /// How many metadata refreshes in a row named an older leader epoch than the
+    /// position's (see [`METADATA_BEHIND_WAITS`]).
+    metadata_behind: u8,
 }
 
 impl Part {
@@ -286,6 +291,10 @@ impl Part {
 
     fn awaiting_metadata(&self) -> Option<MetadataGeneration> {
         self.rare.as_ref().and_then(|d| d.awaiting_metadata)
+    }
+
+    fn metadata_behind(&self) -> u8 {
+        self.rare.as_ref().map_or(0, |d| d.metadata_behind)
     }
 
     fn replica(&self) -> Option<(NodeId, Instant)> {
@@ -752,6 +761,10 @@ fn default_reset(
     Position::Reset { timestamp, from }
 }
 
+/// How many metadata refreshes a partition waits for when the metadata names an older
+/// leader epoch than its position's, before it goes on with the leader named.
+const METADATA_BEHIND_WAITS: u8 = 8;
+
 /// The most events whose room the event queue keeps once drained.
 const EVENTS_KEPT: usize = 1024;
 
@@ -920,6 +933,44 @@ impl<'a> Planner<'a> {
                 return Placement::Idle;
             }
         };
+        // A position read (or committed) at a newer leader epoch than the metadata names:
+        // the metadata is behind, and the broker it names may be one that still thinks it
+        // leads (back from a pause), whose log ends before the position. Wait for newer
+        // metadata, as the Java client does, for a few refreshes; a position whose epoch no
+        // metadata ever reaches (a committed offset with a made-up epoch) then goes on.
+        let read_at = match p.position {
+            Position::At { leader_epoch, .. } | Position::Validate { leader_epoch, .. } => {
+                leader_epoch.known()
+            }
+            _ => None,
+        };
+        match (read_at, leader_epoch.known()) {
+            (Some(read), Some(named)) if read > named => {
+                let waits = p.metadata_behind();
+                if waits < METADATA_BEHIND_WAITS {
+                    if waits == 0 {
+                        log::debug!(
+                            "partition {tp}: the metadata names leader epoch {named} (node {leader}), older than the epoch {read} of the position; waiting for newer metadata"
+                        );
+                    }
+                    let generation = self.cluster.generation();
+                    p.with_rare(|d| {
+                        d.metadata_behind = waits + 1;
+                        d.awaiting_metadata = Some(generation);
+                    });
+                    self.metadata_waiters.insert(tp.clone());
+                    return Placement::Idle;
+                }
+                if waits == METADATA_BEHIND_WAITS {
+                    log::warn!(
+                        "partition {tp}: {waits} metadata refreshes in a row named leader epoch {named} (node {leader}), older than the epoch {read} of the position; going on with that leader"
+                    );
+                    p.with_rare(|d| d.metadata_behind = waits + 1);
+                }
+            }
+            _ if p.metadata_behind() > 0 => p.with_rare(|d| d.metadata_behind = 0),
+            _ => {}
+        }
         if let Position::At {
             offset,
             leader_epoch: last,

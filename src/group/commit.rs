@@ -1013,7 +1013,7 @@ fn commit_error(group: &str, identity: &Identity, tp: &TopicPartition, code: Err
         ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::ILLEGAL_GENERATION | ErrorCode::REBALANCE_IN_PROGRESS => (
             ErrorKind::CommitFailed,
             format!(
-                "the commit was refused: group {group} has active members (or is rebalancing), and a consumer with manually assigned partitions may only commit to a group without members; use another group.id or join the group"
+                "the commit was refused: this consumer committed as no member of group {group}, which has active members (or is rebalancing), and only its members may commit to it. A consumer with manually assigned partitions needs a group.id no members use, or must join the group; a subscribed one committed between memberships (it was fenced or left and rejoins with the next poll), and its partitions may belong to another member now"
             ),
         ),
         ErrorCode::OFFSET_METADATA_TOO_LARGE => (

@@ -217,6 +217,8 @@ pub struct JavaMemberOptions {
     pub commit_every_ms: Option<u64>,
     /// Ours only: ride out `poll` and commit errors (`warn` lines) instead of exiting.
     pub on_error_continue: bool,
+    /// Ours only: append the crate's log (`info` and above) to this file.
+    pub log_file: Option<std::path::PathBuf>,
 }
 
 impl JavaMemberOptions {
@@ -239,6 +241,7 @@ impl JavaMemberOptions {
             props: Vec::new(),
             commit_every_ms: None,
             on_error_continue: false,
+            log_file: None,
         }
     }
 }
@@ -408,10 +411,15 @@ impl JavaMember {
             if opts.on_error_continue {
                 cmd.args(["--on-error", "continue"]);
             }
+            if let Some(path) = &opts.log_file {
+                cmd.arg("--log-file").arg(path);
+            }
         } else {
             assert!(
-                opts.commit_every_ms.is_none() && !opts.on_error_continue,
-                "GroupMember.java has no --commit-every-ms or --on-error"
+                opts.commit_every_ms.is_none()
+                    && !opts.on_error_continue
+                    && opts.log_file.is_none(),
+                "GroupMember.java has no --commit-every-ms, --on-error or --log-file"
             );
         }
         let prop = if kind == "our" { "--set" } else { "--prop" };

@@ -2930,3 +2930,61 @@ fn a_deferred_answer_seeked_away_from_before_it_is_decoded_delivers_nothing() {
         "{ts:?}"
     );
 }
+
+#[test]
+fn a_committed_offset_of_a_newer_leader_epoch_than_the_metadata_waits_for_metadata_naming_it() {
+    let mut r = Rig::new(with_group(), two_brokers());
+    r.assign(&[(t0(), SeekTo::Default)]);
+    let now = r.now();
+    let e = r.fetcher.take_committed_wanted(now)[0].1;
+    // Another member read up to 17 from a leader at epoch 7; this consumer's metadata
+    // still names node 1 at epoch 5 (a broker back from a pause may still think it leads).
+    r.hold_metadata = true;
+    r.fetcher
+        .apply_committed(&t0(), e, Some((17, LeaderEpoch(7))));
+    for _ in 0..3 {
+        r.advance(Duration::from_secs(2));
+        assert!(r.round().is_empty(), "neither validated nor fetched");
+    }
+    assert!(!r.held_metadata.is_empty(), "a refresh was asked for");
+    r.broker.part(&t0()).epoch = 7;
+    r.broker.part(&t0()).leader = 2;
+    r.release_metadata();
+    let v = r.send();
+    assert_eq!(v.route, control_route(2));
+    assert_eq!(
+        validated(&v),
+        vec![(t0(), 7, 7)],
+        "at the leader the epoch names"
+    );
+    r.answer(&v);
+    let t = r.send();
+    assert_eq!(r.fetched(&t), vec![(t0(), 17)]);
+}
+
+#[test]
+fn a_position_epoch_no_metadata_reaches_goes_on_with_the_named_leader_after_a_few_refreshes() {
+    let mut r = Rig::new(with_group(), two_brokers());
+    r.assign(&[(t0(), SeekTo::Default)]);
+    let now = r.now();
+    let e = r.fetcher.take_committed_wanted(now)[0].1;
+    r.fetcher
+        .apply_committed(&t0(), e, Some((17, LeaderEpoch(9))));
+    let before = r.metadata_sent;
+    let mut validation = None;
+    for _ in 0..40 {
+        r.advance(Duration::from_secs(2));
+        if let Some(v) = r.round().into_iter().next() {
+            validation = Some(v);
+            break;
+        }
+    }
+    let v = validation.expect("validated in the end");
+    assert_eq!(validated(&v), vec![(t0(), 5, 9)]);
+    let refreshes = r.metadata_sent - before;
+    let waits = usize::from(METADATA_BEHIND_WAITS);
+    assert!(
+        (waits..=waits + 1).contains(&refreshes),
+        "after {waits} refreshes, each waited for: {refreshes}"
+    );
+}
