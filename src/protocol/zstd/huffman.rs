@@ -5,6 +5,13 @@
 //! each gives the symbol and how many of those bits its code takes. The 4-stream decoder
 //! runs the streams in lockstep, decoding [`FAST_SYMBOLS`] symbols per stream between
 //! refills while every stream has 8 bytes left, then finishes each stream alone.
+//!
+//! Two things save work on large sections and on repeated trees, as libzstd does:
+//! - a literal section of at least [`DOUBLE_MIN_LITERALS`] bytes with codes of at most
+//!   [`DOUBLE_LOG`] bits also builds a double-symbol table, whose one lookup yields the
+//!   one or two symbols whose codes fit in the next [`DOUBLE_LOG`] bits;
+//! - a tree description whose weights repeat the last ones (batches of similar data often
+//!   describe the same tree) keeps the tables already built.
 
 use super::bits::{load, BackwardBits};
 use super::fse::{self, FseEntry};

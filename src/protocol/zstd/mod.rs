@@ -403,11 +403,7 @@ fn compressed_block(
     };
     if count == 0 {
         if t.pos + literal_count > t.cap {
-            return Err(if t.pos + literal_count > corrupt_past {
-                Error::Corrupt("block larger than its maximum size")
-            } else {
-                Error::TooLarge
-            });
+            return Err(t.past_cap());
         }
         t.out[t.pos..t.pos + literal_count].copy_from_slice(&literals[..literal_count]);
         t.pos += literal_count;

@@ -280,7 +280,8 @@ pub(super) struct Target<'a> {
 }
 
 impl Target<'_> {
-    fn past_cap(&self) -> Error {
+    /// Why the output cannot go past `cap`: the block's own maximum, or the caller's limit.
+    pub(super) fn past_cap(&self) -> Error {
         if self.cap == self.corrupt_past {
             Error::Corrupt("block larger than its maximum size")
         } else {
