@@ -30,7 +30,9 @@
 //! ```
 //!
 //! with the cluster running (`scripts/cluster.sh start`, or let the test start it).
-//! `CHAOS_KINDS=freeze-node,kill-leader` injects only these kinds, in turn.
+//! `CHAOS_KINDS=freeze-node,kill-leader` injects only these kinds, in turn. Each member
+//! writes its log (`info` and above) to `target/tmp/chaos/TOPIC/member-N.log`; a failure
+//! names that directory.
 //!
 //! The soak runs the same workload for a set time instead of a set number of faults:
 //!
