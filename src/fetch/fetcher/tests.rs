@@ -2939,6 +2939,17 @@ fn a_committed_offset_of_a_newer_leader_epoch_than_the_metadata_waits_for_metada
     let e = r.fetcher.take_committed_wanted(now)[0].1;
     // Another member read up to 17 from a leader at epoch 7; this consumer's metadata
     // still names node 1 at epoch 5 (a broker back from a pause may still think it leads).
+    for _ in 0..6 {
+        assert!(
+            r.round().is_empty(),
+            "nothing to fetch before the committed offset"
+        );
+    }
+    assert_eq!(
+        r.cluster.leader(&t0()),
+        Leader::Known(NodeId(1), LeaderEpoch(5)),
+        "the metadata names node 1 at epoch 5"
+    );
     r.hold_metadata = true;
     r.fetcher
         .apply_committed(&t0(), e, Some((17, LeaderEpoch(7))));
