@@ -543,11 +543,6 @@ pub fn zstd_diff(data: &[u8]) {
 #[cfg(all(feature = "zstd", feature = "zstd-native"))]
 pub const ZSTD_DIFF_PREFIXES: [usize; 8] = [0, 0, 1, 3, 8, 31, 1000, 70_000];
 
-/// Our decoder's reason for one of 4 Huffman streams with bits left (or missing) after its
-/// literals (1-stream literals have their own reason, which libzstd's check matches).
-#[cfg(all(feature = "zstd", feature = "zstd-native"))]
-const HUFFMAN_NOT_AT_END: &str = "one of 4 Huffman streams does not end with its symbols";
-
 /// libzstd's answer in [`zstd_diff`].
 #[cfg(all(feature = "zstd", feature = "zstd-native"))]
 #[derive(Debug)]
@@ -676,7 +671,7 @@ fn zstd_disagreement(
         // stream's last bits come from the stream before it; its reference decoder (built
         // with HUF_DISABLE_FAST_DECODE) refuses such streams, as RFC 8878 (4.2.2) and ours do.
         (Err(RecordError::Decompress { reason, .. }), Libzstd::Decoded(_))
-            if reason == HUFFMAN_NOT_AT_END =>
+            if reason == crate::protocol::zstd::FOUR_STREAMS_NOT_AT_END =>
         {
             None
         }

@@ -15,8 +15,9 @@
 //! committed offsets of each partition never went backwards; a record was delivered twice
 //! only when the member that first delivered it died or lost the partition before
 //! committing it, or when the second delivery came from a member the coordinator had
-//! fenced (it lost the partition next), and never below an offset the first deliverer had
-//! committed; no member failed;
+//! fenced (it lost the partition next); and never below what the member that delivered it
+//! again had to start past (the first deliverer's commits, or a fenced member's own);
+//! no member failed;
 //! every member's I/O thread is idle once the cluster is healthy and the producer stopped.
 //! The last line sums it up: faults, produced, consumed, lost, duplicates, and the worst
 //! recovery per fault kind.

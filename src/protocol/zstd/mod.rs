@@ -33,6 +33,9 @@ mod huffman;
 mod sequences;
 mod xxhash;
 
+#[cfg(all(feature = "zstd-native", any(test, feature = "__fuzzing")))]
+pub(crate) use huffman::FOUR_STREAMS_NOT_AT_END;
+
 use std::cell::RefCell;
 
 use huffman::HufTable;
